@@ -1,0 +1,112 @@
+"""Times spatialgrad and PyTorch side by side in one process at the standard shapes.
+
+Prints, per operator and direction: our median time, the baseline's, the speed-up (baseline / ours)
+and our time divided by the memory floor (minimal bytes moved / copy bandwidth measured in this run).
+Writes bench/results/bench.json and bench/results/bench.png.
+
+    python bench/compare.py [--ops avg_pool2d,...] [--threads 2] [--min-time 0.4]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from common import time_pair  # noqa: E402
+
+# Adding an operator: write bench/ops/<name>.py with cases(rng) and add its name here.
+OPS = ["avg_pool2d"]
+
+
+def copy_bandwidth(torch) -> float:
+    """Bytes per second (read + write) of a large parallel copy, the best of a few runs."""
+    src = torch.ones(64 * 1024 * 1024 // 4 * 4, dtype=torch.float32)  # 256 MiB
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * src.numel() * 4 / best
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ops", default=",".join(OPS), help="comma-separated operators (default: all)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--min-time", type=float, default=0.4, help="seconds of timing per case and side")
+    parser.add_argument("--out", default=str(HERE / "results"))
+    args = parser.parse_args()
+
+    import torch
+
+    import spatialgrad as sg
+
+    torch.set_num_threads(args.threads)
+    sg.set_num_threads(args.threads)
+    bandwidth = copy_bandwidth(torch)
+    print(f"spatialgrad {sg.__version__}, torch {torch.__version__}, {args.threads} threads, "
+          f"copy bandwidth {bandwidth / 1e9:.1f} GB/s")
+    header = f"{'operator':<22} {'variant':<18} {'dir':<8} {'ours ms':>9} {'base ms':>9} {'speed-up':>9} {'x floor':>8}  baseline"
+    print(header)
+    print("-" * len(header))
+    rows = []
+    for name in [n for n in args.ops.split(",") if n]:
+        module = importlib.import_module(f"ops.{name}")
+        for case in module.cases(np.random.default_rng(0)):
+            ours, base = time_pair(case.ours, case.baseline, min_time=args.min_time)
+            floor = case.bytes_moved / bandwidth
+            row = dict(op=case.op, variant=case.variant, direction=case.direction, ours_ms=ours * 1e3,
+                       baseline_ms=None if base is None else base * 1e3, baseline=case.baseline_name,
+                       speedup=None if base is None else base / ours, floor_ms=floor * 1e3, x_floor=ours / floor)
+            rows.append(row)
+            base_s = "-" if base is None else f"{base * 1e3:9.2f}"
+            speed_s = "-" if base is None else f"{base / ours:8.2f}x"
+            print(f"{case.op:<22} {case.variant:<18} {case.direction:<8} {ours * 1e3:9.2f} {base_s:>9} {speed_s:>9} "
+                  f"{ours / floor:7.2f}x  {case.baseline_name}", flush=True)
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = dict(threads=args.threads, bandwidth_gbs=bandwidth / 1e9, torch=torch.__version__,
+                spatialgrad=sg.__version__, machine=platform.machine(), processor=platform.processor())
+    (out / "bench.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=2))
+    try:
+        plot(rows, out / "bench.png")
+    except ImportError:
+        print("matplotlib is not installed: no chart written")
+    print(f"wrote {out / 'bench.json'}")
+    return 0
+
+
+def plot(rows, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if r["speedup"] is not None]
+    labels = [f"{r['op']}\n{r['variant']} {r['direction'][:3]}" for r in rows]
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(rows) + 2), 4.5))
+    ax.bar(range(len(rows)), [r["speedup"] for r in rows], color="#3a7ca5")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel("speed-up over PyTorch (higher is better)")
+    ax.set_title("spatialgrad vs PyTorch, float32, same process")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

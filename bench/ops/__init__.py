@@ -1,0 +1,1 @@
+"""One module per operator; each defines cases(rng) -> list[common.Case] at the DESIGN standard shapes."""

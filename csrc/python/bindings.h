@@ -1,0 +1,10 @@
+// One bind_<op>() per operator, each defined in csrc/python/<op>.cpp.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace spatialgrad::python {
+
+void bind_avg_pool2d(pybind11::module_& m);
+
+}  // namespace spatialgrad::python

@@ -1,0 +1,16 @@
+// spatialgrad._core: the pybind11 module. Each operator binds itself in its own file.
+#include <pybind11/pybind11.h>
+
+#include "bindings.h"
+#include "numpy_view.h"
+#include "spatialgrad/parallel.h"
+
+PYBIND11_MODULE(_core, m) {
+  namespace sg = spatialgrad;
+  m.doc() = "spatialgrad C++ kernels (use the functions re-exported by the spatialgrad package)";
+  sg::python::register_error_translator();
+  m.def("set_num_threads", &sg::set_num_threads, pybind11::arg("n"),
+        "Threads used by spatialgrad kernels (process-wide); n <= 0 restores the default.");
+  m.def("get_num_threads", &sg::get_num_threads, "Threads used by spatialgrad kernels.");
+  sg::python::bind_avg_pool2d(m);
+}

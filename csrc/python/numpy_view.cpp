@@ -1,0 +1,90 @@
+#include "numpy_view.h"
+
+#include <string>
+
+#include "spatialgrad/error.h"
+
+namespace spatialgrad::python {
+
+DType dtype_from_numpy(const py::dtype& dtype, const char* op, const char* arg) {
+  // equal() is PyArray_EquivTypes: byte order counts, so a big-endian array is not mistaken for float32.
+  if (dtype.equal(py::dtype::of<float>())) return DType::kFloat32;
+  if (dtype.equal(py::dtype::of<double>())) return DType::kFloat64;
+  if (dtype.equal(py::dtype("float16"))) return DType::kFloat16;
+  if (dtype.equal(py::dtype::of<int32_t>())) return DType::kInt32;
+  if (dtype.equal(py::dtype::of<int64_t>())) return DType::kInt64;
+  detail::fail(ErrorKind::kType, op, "(): expected ", arg,
+               " to be a NumPy array of float32 or float64 (native byte order), but got dtype ",
+               py::str(static_cast<const py::object&>(dtype)).cast<std::string>());
+}
+
+py::dtype numpy_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16:
+      return py::dtype("float16");
+    case DType::kFloat32:
+      return py::dtype::of<float>();
+    case DType::kFloat64:
+      return py::dtype::of<double>();
+    case DType::kInt32:
+      return py::dtype::of<int32_t>();
+    case DType::kInt64:
+      return py::dtype::of<int64_t>();
+    case DType::kBFloat16:
+      break;
+  }
+  detail::fail(ErrorKind::kType, "spatialgrad: expected a dtype NumPy can hold, but got ", dtype_name(dtype));
+}
+
+TensorView view_of(const py::array& array, const char* op, const char* arg) {
+  const DType dtype = dtype_from_numpy(array.dtype(), op, arg);
+  const int64_t itemsize = array.itemsize();
+  const auto ndim = static_cast<size_t>(array.ndim());
+  std::vector<int64_t> sizes(ndim), strides(ndim);
+  for (size_t d = 0; d < ndim; ++d) {
+    sizes[d] = array.shape(d);
+    const int64_t byte_stride = array.strides(d);
+    SG_CHECK(byte_stride % itemsize == 0, op, "(): expected ", arg,
+             " to have strides that are multiples of its item size, but got byte strides that are not");
+    strides[d] = byte_stride / itemsize;
+  }
+  SG_CHECK((reinterpret_cast<uintptr_t>(array.data()) % static_cast<uintptr_t>(itemsize)) == 0 || array.size() == 0,
+           op, "(): expected ", arg, " to be an aligned array, but got an unaligned one (copy it with numpy.array)");
+  return TensorView(const_cast<void*>(array.data()), dtype, std::move(sizes), std::move(strides));
+}
+
+Output new_output(DType dtype, const std::vector<int64_t>& shape) {
+  checked_numel(shape);
+  std::vector<py::ssize_t> py_shape(shape.begin(), shape.end());
+  py::array array(numpy_dtype(dtype), py_shape);
+  TensorView view(array.mutable_data(), dtype, shape);
+  return Output{std::move(array), std::move(view)};
+}
+
+void register_error_translator() {
+  py::register_exception_translator([](std::exception_ptr pointer) {
+    if (!pointer) return;
+    try {
+      std::rethrow_exception(pointer);
+    } catch (const Error& error) {
+      PyObject* type = PyExc_ValueError;
+      switch (error.kind()) {
+        case ErrorKind::kType:
+          type = PyExc_TypeError;
+          break;
+        case ErrorKind::kIndex:
+          type = PyExc_IndexError;
+          break;
+        case ErrorKind::kOverflow:
+          type = PyExc_OverflowError;
+          break;
+        case ErrorKind::kInvalidArgument:
+        case ErrorKind::kNullPointer:
+          break;
+      }
+      PyErr_SetString(type, error.what());
+    }
+  });
+}
+
+}  // namespace spatialgrad::python

@@ -1,0 +1,34 @@
+// NumPy <-> TensorView conversion for the bindings. Inputs are viewed in place (any strides, also
+// negative); outputs are new C-contiguous arrays that the kernels fill completely.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "spatialgrad/tensor.h"
+
+namespace spatialgrad::python {
+
+namespace py = pybind11;
+
+// The DType of a NumPy dtype, or a TypeError naming op() and the argument.
+DType dtype_from_numpy(const py::dtype& dtype, const char* op, const char* arg);
+py::dtype numpy_dtype(DType dtype);
+
+// A view of `array` (no copy). Raises TypeError for dtypes spatialgrad has no kernels for.
+TensorView view_of(const py::array& array, const char* op, const char* arg);
+
+// A new C-contiguous array and a view of it.
+struct Output {
+  py::array array;
+  TensorView view;
+};
+Output new_output(DType dtype, const std::vector<int64_t>& shape);
+
+// Installs the translation of spatialgrad::Error kinds to Python exceptions.
+void register_error_translator();
+
+}  // namespace spatialgrad::python

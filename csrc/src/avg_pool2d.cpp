@@ -1,0 +1,262 @@
+#include "spatialgrad/avg_pool2d.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "detail/checks.h"
+#include "detail/pool_windows.h"
+#include "spatialgrad/parallel.h"
+
+namespace spatialgrad {
+namespace {
+
+constexpr const char* kForward = "avg_pool2d";
+constexpr const char* kBackward = "avg_pool2d_backward";
+// Rough element-operations per parallel task below which splitting costs more than it saves.
+constexpr int64_t kMinWorkPerTask = 1 << 15;
+
+struct Resolved {
+  int64_t kh, kw, sh, sw, ph, pw;
+};
+
+Resolved resolve(const char* op, const AvgPool2dParams& p) {
+  const auto& k = p.kernel_size;
+  const auto& s = p.stride;
+  const auto& pad = p.padding;
+  SG_CHECK(k.size() == 1 || k.size() == 2, op, "(): expected kernel_size to have 1 or 2 entries, but got ",
+           k.size(), " (", format_list(k, "[", "]"), ")");
+  SG_CHECK(s.size() <= 2, op, "(): expected stride to have 0, 1 or 2 entries, but got ", s.size(), " (",
+           format_list(s, "[", "]"), ")");
+  SG_CHECK(pad.size() == 1 || pad.size() == 2, op, "(): expected padding to have 1 or 2 entries, but got ",
+           pad.size(), " (", format_list(pad, "[", "]"), ")");
+  Resolved r;
+  r.kh = k[0];
+  r.kw = k.size() == 1 ? k[0] : k[1];
+  r.sh = s.empty() ? r.kh : s[0];
+  r.sw = s.empty() ? r.kw : (s.size() == 1 ? s[0] : s[1]);
+  r.ph = pad[0];
+  r.pw = pad.size() == 1 ? pad[0] : pad[1];
+  SG_CHECK(r.kh > 0 && r.kw > 0, op, "(): expected kernel_size entries > 0, but got ", format_list(k, "[", "]"));
+  SG_CHECK(r.sh > 0 && r.sw > 0, op, "(): expected stride entries > 0, but got ", format_list(s, "[", "]"));
+  SG_CHECK(r.ph >= 0 && r.pw >= 0, op, "(): expected padding entries >= 0, but got ", format_list(pad, "[", "]"));
+  SG_CHECK(r.ph <= r.kh / 2 && r.pw <= r.kw / 2, op,
+           "(): expected padding to be at most half the kernel size, but got padding ", format_list(pad, "[", "]"),
+           " for kernel_size ", format_list(k, "[", "]"));
+  SG_CHECK(p.cube_math_type >= 0 && p.cube_math_type <= 3, op, "(): expected cube_math_type in {0, 1, 2, 3}, but got ",
+           p.cube_math_type);
+  return r;
+}
+
+int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t p, bool ceil_mode) {
+  int64_t out = detail::floor_div(in + 2 * p - k + (ceil_mode ? s - 1 : 0), s) + 1;
+  // The last window must start inside the input or the left padding.
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+std::vector<int64_t> output_shape(const char* op, const std::vector<int64_t>& in_shape, const AvgPool2dParams& p) {
+  const Resolved r = resolve(op, p);
+  SG_CHECK(in_shape.size() == 3 || in_shape.size() == 4, op, "(): expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, but got ",
+           in_shape.size(), "-D shape ", format_list(in_shape));
+  const int64_t h = in_shape[in_shape.size() - 2], w = in_shape.back();
+  int64_t oh = pooled_size(h, r.kh, r.sh, r.ph, p.ceil_mode);
+  int64_t ow = pooled_size(w, r.kw, r.sw, r.pw, p.ceil_mode);
+  if (checked_numel(in_shape) == 0) {
+    // Empty input: a correctly shaped (possibly empty) zero output, never an error.
+    oh = std::max<int64_t>(oh, 0);
+    ow = std::max<int64_t>(ow, 0);
+  } else {
+    SG_CHECK(oh >= 1 && ow >= 1, op, "(): expected an output of at least 1x1, but got ", oh, "x", ow,
+             " for input shape ", format_list(in_shape), " (the input is smaller than the kernel)");
+  }
+  std::vector<int64_t> out(in_shape.begin(), in_shape.end() - 2);
+  out.push_back(oh);
+  out.push_back(ow);
+  return out;
+}
+
+// Plane geometry shared by both directions: a 3-D tensor is one batch of C planes.
+struct Planes {
+  int64_t count, channels;
+  const TensorView* view;
+  int64_t offset(int64_t plane) const {
+    const int64_t d = view->dim();
+    const int64_t c = plane % channels, n = plane / channels;
+    return c * view->stride(-3) + (d == 4 ? n * view->stride(0) : 0);
+  }
+};
+
+Planes planes_of(const TensorView& t) {
+  const int64_t channels = t.size(-3);
+  return Planes{t.dim() == 4 ? t.size(0) * channels : channels, channels, &t};
+}
+
+// Window tables of both axes plus the divisor of window (oh, ow), factored as
+// row_factor[oh] * col_factor[ow]: the integer product PyTorch divides by, exact in Acc for any
+// product below 2^24 (float) or 2^53 (double).
+struct Windows {
+  detail::PoolAxis h, w;
+  int64_t kw, sw, pw;
+  std::vector<double> row_factor, col_factor;
+};
+
+Windows make_windows(const Resolved& r, const AvgPool2dParams& p, int64_t in_h, int64_t in_w, int64_t out_h,
+                     int64_t out_w) {
+  Windows win{detail::make_pool_axis(in_h, out_h, r.kh, r.sh, r.ph),
+              detail::make_pool_axis(in_w, out_w, r.kw, r.sw, r.pw), r.kw, r.sw, r.pw, {}, {}};
+  auto factors = [&](const detail::PoolAxis& axis, bool is_rows) {
+    std::vector<double> f(static_cast<size_t>(axis.out));
+    for (int64_t o = 0; o < axis.out; ++o) {
+      if (p.divisor_override != 0) {
+        f[o] = is_rows ? static_cast<double>(p.divisor_override) : 1.0;
+      } else {
+        f[o] = static_cast<double>(p.count_include_pad ? axis.pool[o] : axis.end[o] - axis.start[o]);
+      }
+    }
+    return f;
+  };
+  win.row_factor = factors(win.h, true);
+  win.col_factor = factors(win.w, false);
+  return win;
+}
+
+template <class Acc>
+std::vector<Acc> cast_all(const std::vector<double>& values) {
+  return std::vector<Acc>(values.begin(), values.end());
+}
+
+template <class T>
+void forward_kernel(const TensorView& input, const TensorView& output, const Windows& win) {
+  using Acc = AccType<T>;
+  const Planes in_planes = planes_of(input), out_planes = planes_of(output);
+  const int64_t in_w = win.w.in, out_h = win.h.out, out_w = win.w.out;
+  const int64_t ish = input.stride(-2), isw = input.stride(-1);
+  const int64_t osh = output.stride(-2), osw = output.stride(-1);
+  const T* in = input.data<T>();
+  T* out = output.data<T>();
+  const std::vector<Acc> col_factor = cast_all<Acc>(win.col_factor);
+  const int64_t work_per_row = std::max<int64_t>(1, in_w * (win.h.max_cover + 1) + out_w);
+  // Padded column sums: in_w values behind pw zeros, and zeros after them up to the end of the
+  // last window (which starts at most at in_w - 1 + pw).
+  const int64_t kw = win.kw, sw = win.sw, pw = win.pw;
+  const int64_t box_len = (out_w - 1) * sw + 1;
+  const int64_t padded_len = box_len + kw - 1;
+  parallel_for(0, in_planes.count * out_h, kMinWorkPerTask / work_per_row + 1, [&](int64_t lo, int64_t hi) {
+    std::vector<Acc> padded(static_cast<size_t>(std::max(padded_len, pw + in_w)), Acc(0));
+    std::vector<Acc> box(static_cast<size_t>(box_len));
+    Acc* column_sums = padded.data() + pw;
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t plane = item / out_h, oh = item % out_h;
+      const T* src = in + in_planes.offset(plane);
+      T* dst = out + out_planes.offset(plane) + oh * osh;
+      // Sum the window's rows, then box-filter the columns and pick every sw-th sum.
+      std::fill(column_sums, column_sums + in_w, Acc(0));
+      for (int64_t h = win.h.start[oh]; h < win.h.end[oh]; ++h) {
+        const T* row = src + h * ish;
+        for (int64_t w = 0; w < in_w; ++w) column_sums[w] += load_as<Acc>(row[w * isw]);
+      }
+      detail::box_sum(padded.data(), box_len, kw, box.data());
+      const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
+      for (int64_t ow = 0; ow < out_w; ++ow) {
+        // A window with no input pixel (only possible for an empty input) outputs 0, not 0/0.
+        const Acc divisor = row_factor * col_factor[ow];
+        dst[ow * osw] = store_as<T>(divisor != 0 ? box[ow * sw] / divisor : Acc(0));
+      }
+    }
+  });
+}
+
+// Gather form: each grad_input element sums the scaled gradients (g / divisor) of the windows that
+// cover it and is written once. Scaled rows are computed once per task into a ring buffer that holds
+// the rows the current input row needs.
+template <class T>
+void backward_kernel(const TensorView& grad_output, const TensorView& grad_input, const Windows& win) {
+  using Acc = AccType<T>;
+  const Planes go_planes = planes_of(grad_output), gi_planes = planes_of(grad_input);
+  const int64_t in_h = win.h.in, in_w = win.w.in, out_w = win.w.out;
+  const int64_t gsh = grad_output.stride(-2), gsw = grad_output.stride(-1);
+  const int64_t ish = grad_input.stride(-2), isw = grad_input.stride(-1);
+  const T* go = grad_output.data<T>();
+  T* gi = grad_input.data<T>();
+  const std::vector<Acc> col_factor = cast_all<Acc>(win.col_factor);
+  const int64_t ring_rows = std::max<int64_t>(win.h.max_cover, 1);
+  // Width pass as a box filter: window ow's row sum sits at impulses[ow * sw + kw - 1 - pw] (zeros
+  // elsewhere), and grad_input[w] = impulses[w] + ... + impulses[w + kw - 1].
+  const int64_t kw = win.kw, sw = win.sw, pw = win.pw;
+  const int64_t impulse_len = std::max(in_w + kw - 1, (out_w - 1) * sw + kw - pw);
+  const int64_t work_per_row = std::max<int64_t>(1, (out_w + in_w) * (win.h.max_cover + 1));
+  parallel_for(0, gi_planes.count * in_h, kMinWorkPerTask / work_per_row + 1, [&](int64_t lo, int64_t hi) {
+    std::vector<Acc> ring(static_cast<size_t>(ring_rows * out_w));
+    std::vector<Acc> row_sums(static_cast<size_t>(out_w));
+    std::vector<Acc> impulses(static_cast<size_t>(impulse_len), Acc(0));
+    std::vector<Acc> row_out(static_cast<size_t>(in_w));
+    int64_t ring_plane = -1, ring_next = 0;  // rows [.., ring_next) of ring_plane are in the ring
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t plane = item / in_h, h = item % in_h;
+      const int64_t oh_first = win.h.first[h], oh_last = win.h.last[h];
+      if (plane != ring_plane) {
+        ring_plane = plane;
+        ring_next = oh_first;
+      }
+      const T* g_plane = go + go_planes.offset(plane);
+      for (int64_t oh = std::max(ring_next, oh_first); oh < oh_last; ++oh) {
+        Acc* scaled = ring.data() + (oh % ring_rows) * out_w;
+        const T* g_row = g_plane + oh * gsh;
+        // Never zero: with a non-empty input every window covers at least one pixel.
+        const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
+        for (int64_t ow = 0; ow < out_w; ++ow) scaled[ow] = load_as<Acc>(g_row[ow * gsw]) / (row_factor * col_factor[ow]);
+      }
+      ring_next = std::max(ring_next, oh_last);
+      std::fill(row_sums.begin(), row_sums.end(), Acc(0));
+      for (int64_t oh = oh_first; oh < oh_last; ++oh) {
+        const Acc* scaled = ring.data() + (oh % ring_rows) * out_w;
+        for (int64_t ow = 0; ow < out_w; ++ow) row_sums[ow] += scaled[ow];
+      }
+      for (int64_t ow = 0; ow < out_w; ++ow) impulses[ow * sw + kw - 1 - pw] = row_sums[ow];
+      detail::box_sum(impulses.data(), in_w, kw, row_out.data());
+      T* dst = gi + gi_planes.offset(plane) + h * ish;
+      for (int64_t w = 0; w < in_w; ++w) dst[w * isw] = store_as<T>(row_out[w]);
+    }
+  });
+}
+
+}  // namespace
+
+std::vector<int64_t> avg_pool2d_output_shape(const std::vector<int64_t>& input_shape, const AvgPool2dParams& params) {
+  return output_shape(kForward, input_shape, params);
+}
+
+void avg_pool2d(const TensorView& input, const TensorView& output, const AvgPool2dParams& params) {
+  const std::vector<int64_t> expected = output_shape(kForward, input.sizes(), params);
+  detail::check_shape(kForward, "output", output, expected);
+  detail::check_same_dtype(kForward, "output", output, "input", input);
+  dispatch_floating(input.dtype(), kForward, "input", [&](auto tag) {
+    using T = decltype(tag);
+    if (output.is_empty()) return;
+    const Resolved r = resolve(kForward, params);
+    const Windows win = make_windows(r, params, input.size(-2), input.size(-1), output.size(-2), output.size(-1));
+    forward_kernel<T>(input, output, win);
+  });
+}
+
+void avg_pool2d_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grad_input,
+                         const AvgPool2dParams& params) {
+  SG_CHECK(grad_output.dim() == grad_input.dim() && (grad_output.dim() == 3 || grad_output.dim() == 4), kBackward,
+           "(): expected grad_output and grad_input to be both 3-D or both 4-D, but got ", grad_output.dim(),
+           "-D and ", grad_input.dim(), "-D");
+  detail::check_shape(kBackward, "grad_input", grad_input, input.sizes());
+  const std::vector<int64_t> expected = output_shape(kBackward, input.sizes(), params);
+  detail::check_shape(kBackward, "grad_output", grad_output, expected);
+  detail::check_same_dtype(kBackward, "input", input, "grad_output", grad_output);
+  detail::check_same_dtype(kBackward, "grad_input", grad_input, "grad_output", grad_output);
+  dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
+    using T = decltype(tag);
+    if (grad_input.is_empty()) return;
+    const Resolved r = resolve(kBackward, params);
+    const Windows win =
+        make_windows(r, params, input.size(-2), input.size(-1), grad_output.size(-2), grad_output.size(-1));
+    backward_kernel<T>(grad_output, grad_input, win);
+  });
+}
+
+}  // namespace spatialgrad

@@ -1,0 +1,42 @@
+// Validation helpers shared by every operator, so that messages read the same everywhere.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "spatialgrad/error.h"
+#include "spatialgrad/tensor.h"
+
+namespace spatialgrad::detail {
+
+inline void check_dim(const char* op, const char* name, const TensorView& t, int64_t dim) {
+  SG_CHECK(t.dim() == dim, op, "(): expected ", name, " to be ", dim, "-D, but got ", t.dim(), "-D tensor of shape ",
+           t.shape_string());
+}
+
+inline void check_same_dtype(const char* op, const char* name, const TensorView& t, const char* ref_name,
+                             const TensorView& ref) {
+  SG_CHECK_KIND(t.dtype() == ref.dtype(), kType, op, "(): expected ", name, " to have the dtype of ", ref_name, " (",
+                dtype_name(ref.dtype()), "), but got ", dtype_name(t.dtype()));
+}
+
+inline void check_shape(const char* op, const char* name, const TensorView& t, const std::vector<int64_t>& shape) {
+  SG_CHECK(t.sizes() == shape, op, "(): expected ", name, " of shape ", format_list(shape), ", but got ",
+           t.shape_string());
+}
+
+// Multiplies sizes with overflow checks (OverflowError-kind on overflow).
+inline int64_t checked_mul(const char* op, int64_t a, int64_t b) {
+  int64_t out;
+  SG_CHECK_KIND(!__builtin_mul_overflow(a, b, &out), kOverflow, op, "(): expected sizes whose product fits in int64, but got ",
+                a, " * ", b);
+  return out;
+}
+
+inline int64_t floor_div(int64_t a, int64_t b) {
+  const int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+}  // namespace spatialgrad::detail

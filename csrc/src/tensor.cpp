@@ -1,0 +1,97 @@
+#include "spatialgrad/tensor.h"
+
+#include <sstream>
+#include <utility>
+
+namespace spatialgrad {
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+  }
+  return "unknown";
+}
+
+int64_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      return 2;
+    case DType::kFloat32:
+    case DType::kInt32:
+      return 4;
+    case DType::kFloat64:
+    case DType::kInt64:
+      return 8;
+  }
+  return 0;
+}
+
+int64_t checked_numel(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) {
+    SG_CHECK(s >= 0, "tensor: expected non-negative sizes, but got ", format_list(sizes));
+    if (s == 0) return 0;  // empty wins over any overflow in the other sizes
+  }
+  for (int64_t s : sizes) {
+    int64_t next;
+    SG_CHECK_KIND(!__builtin_mul_overflow(n, s, &next), kOverflow,
+                  "tensor: expected the number of elements to fit in int64, but got sizes ", format_list(sizes));
+    n = next;
+  }
+  return n;
+}
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t step = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = step;
+    step *= sizes[i] > 0 ? sizes[i] : 1;
+  }
+  return strides;
+}
+
+TensorView::TensorView(void* data, DType dtype, std::vector<int64_t> sizes, std::vector<int64_t> strides)
+    : data_(data), dtype_(dtype), sizes_(std::move(sizes)), strides_(std::move(strides)) {
+  numel_ = checked_numel(sizes_);
+  if (strides_.empty() && !sizes_.empty()) strides_ = contiguous_strides(sizes_);
+  SG_CHECK(strides_.size() == sizes_.size(), "tensor: expected as many strides as sizes, but got ",
+           strides_.size(), " strides for sizes ", format_list(sizes_));
+  SG_CHECK(data_ != nullptr || numel_ == 0, "tensor: expected a data pointer for a non-empty tensor of sizes ",
+           format_list(sizes_), ", but got null");
+}
+
+bool TensorView::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = sizes_.size(); i-- > 0;) {
+    if (sizes_[i] == 1) continue;
+    if (strides_[i] != expected) return false;
+    expected *= sizes_[i];
+  }
+  return true;
+}
+
+std::string TensorView::shape_string() const { return format_list(sizes_); }
+
+std::string format_list(const std::vector<int64_t>& values, const char* open, const char* close) {
+  std::ostringstream stream;
+  stream << open;
+  for (size_t i = 0; i < values.size(); ++i) stream << (i ? ", " : "") << values[i];
+  if (values.size() == 1 && open[0] == '(') stream << ",";
+  stream << close;
+  return stream.str();
+}
+
+}  // namespace spatialgrad

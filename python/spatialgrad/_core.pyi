@@ -1,0 +1,24 @@
+"""Type stubs for the C++ extension. Call the wrappers in spatialgrad instead of these directly."""
+import numpy as np
+
+def set_num_threads(n: int) -> None: ...
+def get_num_threads() -> int: ...
+def avg_pool2d(
+    input: np.ndarray,
+    kernel_size: list[int],
+    stride: list[int],
+    padding: list[int],
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: int,
+) -> np.ndarray: ...
+def avg_pool2d_backward(
+    grad_output: np.ndarray,
+    input: np.ndarray,
+    kernel_size: list[int],
+    stride: list[int],
+    padding: list[int],
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: int,
+) -> np.ndarray: ...

@@ -1,0 +1,7 @@
+"""NumPy-level forward and backward functions, one module per operator."""
+from .avg_pool2d import avg_pool2d, avg_pool2d_backward
+
+__all__ = [
+    "avg_pool2d",
+    "avg_pool2d_backward",
+]

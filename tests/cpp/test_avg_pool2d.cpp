@@ -1,0 +1,258 @@
+#include "spatialgrad/avg_pool2d.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+
+#include "spatialgrad/parallel.h"
+#include "test_util.h"
+
+namespace spatialgrad {
+namespace {
+
+using testing::OwnedTensor;
+using testing::expect_error;
+using testing::random_tensor;
+
+// Straight from SPEC §3: output size, window clipping, divisor.
+struct NaivePool {
+  int64_t kh, kw, sh, sw, ph, pw;
+  bool ceil_mode, count_include_pad;
+  int64_t divisor_override;
+
+  static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, bool ceil) {
+    int64_t num = in + 2 * p - k + (ceil ? s - 1 : 0);
+    int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+    if (ceil && (out - 1) * s >= in + p) --out;
+    return out;
+  }
+  // Calls visit(h, w, 1/divisor) for every input pixel of window (oh, ow).
+  template <class Visit>
+  void window(int64_t H, int64_t W, int64_t oh, int64_t ow, Visit visit) const {
+    int64_t h0 = oh * sh - ph, w0 = ow * sw - pw;
+    int64_t h1 = std::min(h0 + kh, H + ph), w1 = std::min(w0 + kw, W + pw);
+    const int64_t pool = (h1 - h0) * (w1 - w0);
+    h0 = std::max<int64_t>(h0, 0);
+    w0 = std::max<int64_t>(w0, 0);
+    h1 = std::min(h1, H);
+    w1 = std::min(w1, W);
+    if (h0 >= h1 || w0 >= w1) return;
+    const int64_t div = divisor_override ? divisor_override : (count_include_pad ? pool : (h1 - h0) * (w1 - w0));
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w) visit(h, w, 1.0 / static_cast<double>(div));
+  }
+};
+
+AvgPool2dParams params_of(const NaivePool& n) {
+  AvgPool2dParams p;
+  p.kernel_size = {n.kh, n.kw};
+  p.stride = {n.sh, n.sw};
+  p.padding = {n.ph, n.pw};
+  p.ceil_mode = n.ceil_mode;
+  p.count_include_pad = n.count_include_pad;
+  p.divisor_override = n.divisor_override;
+  return p;
+}
+
+class AvgPoolSweep : public ::testing::TestWithParam<std::tuple<int, int, bool, bool, int>> {};
+
+TEST_P(AvgPoolSweep, ForwardAndBackwardMatchNaiveLoops) {
+  const auto [k, s, ceil, cip, div] = GetParam();
+  for (int64_t H : {1, 2, 5, 8, 11}) {
+    for (int64_t W : {1, 3, 6, 13}) {
+      for (int64_t p = 0; p <= k / 2; ++p) {
+        NaivePool ref{k, k + 1 - (k > 1), s, s + (s < 3), p, std::min<int64_t>(p, (k + 1 - (k > 1)) / 2),
+                      ceil, cip, div};
+        const int64_t OH = NaivePool::out_size(H, ref.kh, ref.sh, ref.ph, ceil);
+        const int64_t OW = NaivePool::out_size(W, ref.kw, ref.sw, ref.pw, ceil);
+        if (OH < 1 || OW < 1) continue;
+        const int64_t N = 2, C = 3;
+        auto x = random_tensor<double>({N, C, H, W}, 11);
+        auto g = random_tensor<double>({N, C, OH, OW}, 12);
+        OwnedTensor<double> y({N, C, OH, OW}), gi({N, C, H, W});
+        const AvgPool2dParams params = params_of(ref);
+        ASSERT_EQ(avg_pool2d_output_shape(x.view.sizes(), params), y.view.sizes());
+        avg_pool2d(x.view, y.view, params);
+        avg_pool2d_backward(g.view, x.view, gi.view, params);
+        std::vector<double> y_ref(y.storage.size(), 0.0), gi_ref(gi.storage.size(), 0.0);
+        for (int64_t nc = 0; nc < N * C; ++nc)
+          for (int64_t oh = 0; oh < OH; ++oh)
+            for (int64_t ow = 0; ow < OW; ++ow)
+              ref.window(H, W, oh, ow, [&](int64_t h, int64_t w, double inv) {
+                y_ref[(nc * OH + oh) * OW + ow] += x[(nc * H + h) * W + w] * inv;
+                gi_ref[(nc * H + h) * W + w] += g[(nc * OH + oh) * OW + ow] * inv;
+              });
+        SCOPED_TRACE(::testing::Message() << "H=" << H << " W=" << W << " p=" << p);
+        testing::expect_all_near(y.storage, y_ref, 1e-12);
+        testing::expect_all_near(gi.storage, gi_ref, 1e-12);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Params, AvgPoolSweep,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Values(1, 2, 3),
+                                            ::testing::Bool(), ::testing::Bool(), ::testing::Values(0, -3)));
+
+TEST(AvgPool2d, ThreeDimensionalInputEqualsBatchOfOne) {
+  auto x3 = random_tensor<float>({4, 9, 7}, 3);
+  OwnedTensor<float> x4({1, 4, 9, 7});
+  x4.storage = x3.storage;
+  AvgPool2dParams p;
+  p.kernel_size = {3};
+  p.stride = {2};
+  p.padding = {1};
+  OwnedTensor<float> y3(avg_pool2d_output_shape(x3.view.sizes(), p));
+  OwnedTensor<float> y4(avg_pool2d_output_shape(x4.view.sizes(), p));
+  ASSERT_EQ(y3.view.sizes(), (std::vector<int64_t>{4, 5, 4}));
+  avg_pool2d(x3.view, y3.view, p);
+  avg_pool2d(x4.view, y4.view, p);
+  EXPECT_EQ(y3.storage, y4.storage);
+  OwnedTensor<float> g3 = random_tensor<float>(y3.view.sizes(), 5), gi3(x3.view.sizes()), gi4(x4.view.sizes());
+  OwnedTensor<float> g4(y4.view.sizes());
+  g4.storage = g3.storage;
+  avg_pool2d_backward(g3.view, x3.view, gi3.view, p);
+  avg_pool2d_backward(g4.view, x4.view, gi4.view, p);
+  EXPECT_EQ(gi3.storage, gi4.storage);
+}
+
+TEST(AvgPool2d, StridedAndNegativeStrideInputsAndOutputs) {
+  auto x = random_tensor<double>({2, 3, 8, 10}, 7);
+  AvgPool2dParams p;
+  p.kernel_size = {3, 2};
+  p.padding = {1, 1};
+  p.ceil_mode = true;
+  const auto out_shape = avg_pool2d_output_shape(x.view.sizes(), p);
+  OwnedTensor<double> y(out_shape);
+  avg_pool2d(x.view, y.view, p);
+
+  // The same values, flipped in memory along W (negative stride) and along C.
+  auto xw = testing::flipped_copy(x, 3);
+  auto xc = testing::flipped_copy(x, 1);
+  for (const auto* xv : {&xw, &xc}) {
+    OwnedTensor<double> y2(out_shape);
+    avg_pool2d(xv->view, y2.view, p);
+    EXPECT_EQ(y2.storage, y.storage);
+  }
+  // A strided output: every other element of a larger buffer.
+  std::vector<double> wide(static_cast<size_t>(y.numel() * 2), -7.0);
+  std::vector<int64_t> strides = contiguous_strides(out_shape);
+  for (auto& st : strides) st *= 2;
+  TensorView y_strided(wide.data(), DType::kFloat64, out_shape, strides);
+  avg_pool2d(x.view, y_strided, p);
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    EXPECT_EQ(wide[static_cast<size_t>(2 * i)], y[i]);
+    EXPECT_EQ(wide[static_cast<size_t>(2 * i + 1)], -7.0);
+  }
+  // Backward from a negative-stride grad_output equals the contiguous one.
+  auto g = random_tensor<double>(out_shape, 9);
+  auto gw = testing::flipped_copy(g, 2);
+  OwnedTensor<double> gi(x.view.sizes()), gi2(x.view.sizes());
+  avg_pool2d_backward(g.view, x.view, gi.view, p);
+  avg_pool2d_backward(gw.view, xw.view, gi2.view, p);
+  EXPECT_EQ(gi.storage, gi2.storage);
+}
+
+TEST(AvgPool2d, EmptyTensorsGiveShapedResults) {
+  AvgPool2dParams p;
+  p.kernel_size = {2};
+  OwnedTensor<float> x({0, 3, 4, 4}), y(avg_pool2d_output_shape({0, 3, 4, 4}, p));
+  EXPECT_EQ(y.view.sizes(), (std::vector<int64_t>{0, 3, 2, 2}));
+  avg_pool2d(x.view, y.view, p);
+  OwnedTensor<float> gi({0, 3, 4, 4});
+  avg_pool2d_backward(y.view, x.view, gi.view, p);
+  // An empty plane with padding still has windows: they cover nothing and output zeros.
+  p.padding = {1};
+  OwnedTensor<float> x0({2, 0, 5}), y0(avg_pool2d_output_shape({2, 0, 5}, p), 99.0f);
+  EXPECT_EQ(y0.view.sizes(), (std::vector<int64_t>{2, 1, 3}));
+  avg_pool2d(x0.view, y0.view, p);
+  for (float v : y0.storage) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(AvgPool2d, ThreadCountDoesNotChangeBits) {
+  auto x = random_tensor<float>({2, 5, 37, 29}, 21);
+  AvgPool2dParams p;
+  p.kernel_size = {3};
+  p.stride = {2};
+  p.padding = {1};
+  const auto shape = avg_pool2d_output_shape(x.view.sizes(), p);
+  auto g = random_tensor<float>(shape, 22);
+  std::vector<std::vector<float>> outs, grads;
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    OwnedTensor<float> y(shape), gi(x.view.sizes());
+    avg_pool2d(x.view, y.view, p);
+    avg_pool2d_backward(g.view, x.view, gi.view, p);
+    outs.push_back(y.storage);
+    grads.push_back(gi.storage);
+  }
+  set_num_threads(0);
+  for (size_t i = 1; i < outs.size(); ++i) {
+    EXPECT_EQ(std::memcmp(outs[i].data(), outs[0].data(), outs[0].size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(grads[i].data(), grads[0].data(), grads[0].size() * sizeof(float)), 0);
+  }
+}
+
+TEST(AvgPool2d, ValidationErrors) {
+  OwnedTensor<float> x({1, 2, 6, 6}), y({1, 2, 3, 3});
+  auto expect_param_error = [&](AvgPool2dParams p, const std::string& text) {
+    expect_error([&] { avg_pool2d_output_shape(x.view.sizes(), p); }, ErrorKind::kInvalidArgument, text);
+  };
+  AvgPool2dParams base;
+  base.kernel_size = {2};
+  AvgPool2dParams p = base;
+  p.kernel_size = {};
+  expect_param_error(p, "avg_pool2d(): expected kernel_size to have 1 or 2 entries, but got 0");
+  p.kernel_size = {2, 2, 2};
+  expect_param_error(p, "kernel_size to have 1 or 2 entries, but got 3");
+  p.kernel_size = {0, 2};
+  expect_param_error(p, "expected kernel_size entries > 0");
+  p = base;
+  p.stride = {1, 1, 1};
+  expect_param_error(p, "expected stride to have 0, 1 or 2 entries, but got 3");
+  p.stride = {0};
+  expect_param_error(p, "expected stride entries > 0");
+  p = base;
+  p.padding = {};
+  expect_param_error(p, "expected padding to have 1 or 2 entries, but got 0");
+  p.padding = {-1};
+  expect_param_error(p, "expected padding entries >= 0");
+  p.padding = {2};
+  expect_param_error(p, "expected padding to be at most half the kernel size");
+  p = base;
+  p.cube_math_type = 4;
+  expect_param_error(p, "expected cube_math_type in {0, 1, 2, 3}, but got 4");
+  p = base;
+  p.kernel_size = {7};
+  expect_param_error(p, "expected an output of at least 1x1");
+
+  expect_error([&] { avg_pool2d_output_shape({6, 6}, base); }, ErrorKind::kInvalidArgument,
+               "expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, but got 2-D");
+  OwnedTensor<float> wrong({1, 2, 2, 3});
+  expect_error([&] { avg_pool2d(x.view, wrong.view, base); }, ErrorKind::kInvalidArgument,
+               "avg_pool2d(): expected output of shape (1, 2, 3, 3), but got (1, 2, 2, 3)");
+  OwnedTensor<double> yd({1, 2, 3, 3});
+  expect_error([&] { avg_pool2d(x.view, yd.view, base); }, ErrorKind::kType,
+               "expected output to have the dtype of input (float32), but got float64");
+  OwnedTensor<int32_t> xi({1, 2, 6, 6}), yi({1, 2, 3, 3});
+  expect_error([&] { avg_pool2d(xi.view, yi.view, base); }, ErrorKind::kType,
+               "avg_pool2d(): expected input to be float32 or float64, but got int32");
+
+  OwnedTensor<float> gi({1, 2, 6, 6});
+  expect_error([&] { avg_pool2d_backward(wrong.view, x.view, gi.view, base); }, ErrorKind::kInvalidArgument,
+               "avg_pool2d_backward(): expected grad_output of shape (1, 2, 3, 3), but got (1, 2, 2, 3)");
+  OwnedTensor<float> gi3({2, 6, 6});
+  expect_error([&] { avg_pool2d_backward(y.view, x.view, gi3.view, base); }, ErrorKind::kInvalidArgument,
+               "expected grad_output and grad_input to be both 3-D or both 4-D, but got 4-D and 3-D");
+  OwnedTensor<float> gi_wrong({1, 2, 6, 5});
+  expect_error([&] { avg_pool2d_backward(y.view, x.view, gi_wrong.view, base); }, ErrorKind::kInvalidArgument,
+               "expected grad_input of shape (1, 2, 6, 6), but got (1, 2, 6, 5)");
+  OwnedTensor<double> gid({1, 2, 6, 6});
+  expect_error([&] { avg_pool2d_backward(y.view, x.view, gid.view, base); }, ErrorKind::kType,
+               "expected grad_input to have the dtype of grad_output (float32), but got float64");
+}
+
+}  // namespace
+}  // namespace spatialgrad

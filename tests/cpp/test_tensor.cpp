@@ -1,0 +1,125 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "spatialgrad/dtype.h"
+#include "spatialgrad/error.h"
+#include "spatialgrad/tensor.h"
+#include "test_util.h"
+
+namespace spatialgrad {
+namespace {
+
+using testing::expect_error;
+
+TEST(TensorView, ContiguousStridesByDefault) {
+  float data[24] = {};
+  TensorView v(data, DType::kFloat32, {2, 3, 4});
+  EXPECT_EQ(v.dim(), 3);
+  EXPECT_EQ(v.numel(), 24);
+  EXPECT_EQ(v.strides(), (std::vector<int64_t>{12, 4, 1}));
+  EXPECT_TRUE(v.is_contiguous());
+  EXPECT_EQ(v.size(-1), 4);
+  EXPECT_EQ(v.stride(-3), 12);
+  EXPECT_EQ(v.shape_string(), "(2, 3, 4)");
+}
+
+TEST(TensorView, StridedAndNegativeStridesAreNotContiguous) {
+  float data[24] = {};
+  EXPECT_FALSE(TensorView(data, DType::kFloat32, {2, 3}, {1, 2}).is_contiguous());
+  EXPECT_FALSE(TensorView(data + 3, DType::kFloat32, {4}, {-1}).is_contiguous());
+  EXPECT_TRUE(TensorView(data, DType::kFloat32, {1, 3}, {99, 1}).is_contiguous());
+}
+
+TEST(TensorView, EmptyTensorMayHaveNullData) {
+  TensorView v(nullptr, DType::kFloat64, {0, 5});
+  EXPECT_EQ(v.numel(), 0);
+  EXPECT_TRUE(v.is_empty());
+}
+
+TEST(TensorView, RejectsNullDataForNonEmpty) {
+  expect_error([] { TensorView(nullptr, DType::kFloat32, {2}); }, ErrorKind::kInvalidArgument, "data pointer");
+}
+
+TEST(TensorView, RejectsNegativeSizesAndStrideCountMismatch) {
+  float data[4] = {};
+  expect_error([&] { TensorView(data, DType::kFloat32, {2, -1}); }, ErrorKind::kInvalidArgument, "non-negative");
+  expect_error([&] { TensorView(data, DType::kFloat32, {2, 2}, {1}); }, ErrorKind::kInvalidArgument, "strides");
+}
+
+TEST(TensorView, NumelOverflowIsAnOverflowError) {
+  float data[1] = {};
+  const int64_t big = int64_t(1) << 40;
+  expect_error([&] { TensorView(data, DType::kFloat32, {big, big}); }, ErrorKind::kOverflow, "fit in int64");
+  // An empty dimension makes the product 0 however large the others are.
+  EXPECT_EQ(checked_numel({big, big, 0}), 0);
+}
+
+TEST(Errors, MessageAndKind) {
+  try {
+    SG_CHECK(1 == 2, "op(): expected x to be ", 3, ", but got ", 4);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_STREQ(e.what(), "op(): expected x to be 3, but got 4");
+  }
+  expect_error([] { SG_CHECK_KIND(false, kIndex, "op(): expected i < 2, but got 5"); }, ErrorKind::kIndex, "got 5");
+}
+
+TEST(DType, NamesAndSizes) {
+  EXPECT_STREQ(dtype_name(DType::kFloat32), "float32");
+  EXPECT_STREQ(dtype_name(DType::kBFloat16), "bfloat16");
+  EXPECT_EQ(dtype_size(DType::kFloat16), 2);
+  EXPECT_EQ(dtype_size(DType::kFloat64), 8);
+  EXPECT_EQ(dtype_size(DType::kInt32), 4);
+}
+
+TEST(DType, DispatchRejectsUnsupportedDtypes) {
+  expect_error([] { dispatch_floating(DType::kInt64, "op", "input", [](auto) {}); }, ErrorKind::kType,
+               "op(): expected input to be float32 or float64, but got int64");
+  EXPECT_EQ(dispatch_floating(DType::kFloat64, "op", "x", [](auto tag) { return sizeof(tag); }), sizeof(double));
+}
+
+uint32_t bits_of(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof(b));
+  return b;
+}
+
+TEST(Half, EveryValueRoundTrips) {
+  for (uint32_t bits = 0; bits <= 0xffffu; ++bits) {
+    const Half h{static_cast<uint16_t>(bits)};
+    const float f = to_float(h);
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(to_float(to_half(f))));
+      continue;
+    }
+    EXPECT_EQ(to_half(f).bits, h.bits) << "bits " << bits;
+  }
+}
+
+TEST(Half, KnownValuesAndRounding) {
+  EXPECT_EQ(to_float(Half{0x3c00}), 1.0f);
+  EXPECT_EQ(to_float(Half{0x0001}), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(to_float(Half{0x7bff}), 65504.0f);
+  EXPECT_EQ(to_half(65520.0f).bits, 0x7c00);                 // rounds up to Inf
+  EXPECT_EQ(to_half(1.0f + std::ldexp(1.0f, -11)).bits, 0x3c00);  // tie -> even
+  EXPECT_EQ(to_half(1.0f + 3 * std::ldexp(1.0f, -11)).bits, 0x3c02);  // tie -> even (up)
+  EXPECT_EQ(to_half(std::ldexp(1.0f, -25)).bits, 0x0000);    // tie between 0 and the smallest subnormal
+  EXPECT_EQ(to_half(std::ldexp(1.5f, -25)).bits, 0x0001);
+  EXPECT_EQ(to_half(-0.0f).bits, 0x8000);
+}
+
+TEST(BFloat16, RoundsToNearestEvenAndKeepsNaN) {
+  EXPECT_EQ(to_bfloat16(1.0f).bits, 0x3f80);
+  EXPECT_EQ(to_bfloat16(to_float(BFloat16{0x3f81})).bits, 0x3f81);
+  const float tie_down = std::ldexp(1.0f, 0) + std::ldexp(1.0f, -8);  // halfway between 0x3f80 and 0x3f81
+  EXPECT_EQ(to_bfloat16(tie_down).bits, 0x3f80);
+  EXPECT_TRUE(std::isnan(to_float(to_bfloat16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_EQ(bits_of(to_float(to_bfloat16(std::numeric_limits<float>::infinity()))), 0x7f800000u);
+}
+
+}  // namespace
+}  // namespace spatialgrad

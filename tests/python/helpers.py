@@ -1,0 +1,78 @@
+"""Checks shared by the operator test files."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import spatialgrad as sg
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+requires_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+
+# float32 results of differently ordered sums agree to a few ulps of the magnitudes summed.
+TOLERANCE = {np.float64: dict(rtol=1e-10, atol=1e-12), np.float32: dict(rtol=2e-5, atol=2e-6)}
+
+
+def tol(dtype) -> dict:
+    return TOLERANCE[np.dtype(dtype).type]
+
+
+def assert_adjoint(forward, backward, x: np.ndarray, g: np.ndarray, rtol: float = 1e-12) -> None:
+    """<backward(g), x> == <g, forward(x)> for an operator linear in x (float64)."""
+    lhs = float(np.vdot(backward(g), x))
+    rhs = float(np.vdot(g, forward(x)))
+    scale = max(abs(lhs), abs(rhs), float(np.abs(g).sum() * np.abs(x).max()) * 1e-3, 1e-300)
+    assert abs(lhs - rhs) <= rtol * scale, f"adjoint mismatch: <J^T g, x> = {lhs!r}, <g, J x> = {rhs!r}"
+
+
+def finite_difference(fn, x: np.ndarray, g: np.ndarray, indices, eps: float = 1e-6) -> np.ndarray:
+    """Central differences of <g, fn(x)> with respect to x at the given flat indices (float64)."""
+    out = []
+    flat = x.reshape(-1)
+    for i in indices:
+        saved = flat[i]
+        flat[i] = saved + eps
+        plus = np.vdot(g, fn(x))
+        flat[i] = saved - eps
+        minus = np.vdot(g, fn(x))
+        flat[i] = saved
+        out.append((plus - minus) / (2 * eps))
+    return np.array(out)
+
+
+def same_bits_for_thread_counts(fn, counts=(1, 2)) -> None:
+    """fn() returns an array or a tuple of arrays; all thread counts must give identical bytes."""
+    results = []
+    for n in counts:
+        sg.set_num_threads(n)
+        out = fn()
+        results.append(out if isinstance(out, tuple) else (out,))
+    sg.set_num_threads(0)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            if a is None:
+                assert b is None
+                continue
+            assert a.dtype == b.dtype and a.shape == b.shape
+            assert a.tobytes() == b.tobytes(), "results differ between thread counts"
+
+
+def negative_strided(x: np.ndarray, axis: int) -> np.ndarray:
+    """The same logical values as x, stored reversed along `axis` (a negative-stride view)."""
+    flipped = np.ascontiguousarray(np.flip(x, axis=axis))
+    view = np.flip(flipped, axis=axis)
+    assert view.strides[axis] < 0
+    return view
+
+
+def non_contiguous(x: np.ndarray) -> np.ndarray:
+    """The same values as x in a strided (every other element) view."""
+    big = np.zeros(x.shape[:-1] + (2 * x.shape[-1],), dtype=x.dtype)
+    big[..., ::2] = x
+    view = big[..., ::2]
+    assert not view.flags.c_contiguous
+    return view
