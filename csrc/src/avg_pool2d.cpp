@@ -239,8 +239,8 @@ void avg_pool2d(const TensorView& input, const TensorView& output, const AvgPool
   });
 }
 
-void avg_pool2d_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grad_input,
-                         const AvgPool2dParams& params) {
+void check_avg_pool2d_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grad_input,
+                               const AvgPool2dParams& params) {
   SG_CHECK(grad_output.dim() == grad_input.dim() && (grad_output.dim() == 3 || grad_output.dim() == 4), kBackward,
            "(): expected grad_output and grad_input to be both 3-D or both 4-D, but got ", grad_output.dim(),
            "-D and ", grad_input.dim(), "-D");
@@ -249,6 +249,12 @@ void avg_pool2d_backward(const TensorView& grad_output, const TensorView& input,
   detail::check_shape(kBackward, "grad_output", grad_output, expected);
   detail::check_same_dtype(kBackward, "input", input, "grad_output", grad_output);
   detail::check_same_dtype(kBackward, "grad_input", grad_input, "grad_output", grad_output);
+  dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [](auto) {});
+}
+
+void avg_pool2d_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grad_input,
+                         const AvgPool2dParams& params) {
+  check_avg_pool2d_backward(grad_output, input, grad_input, params);
   dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
     using T = decltype(tag);
     if (grad_input.is_empty()) return;

@@ -33,4 +33,9 @@ void avg_pool2d(const TensorView& input, const TensorView& output, const AvgPool
 void avg_pool2d_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grad_input,
                          const AvgPool2dParams& params);
 
+// Raises exactly what avg_pool2d_backward would for these arguments (shapes, parameters, dtypes),
+// without reading or writing data: the aclnn layer validates with it in phase one.
+void check_avg_pool2d_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grad_input,
+                               const AvgPool2dParams& params);
+
 }  // namespace spatialgrad

@@ -1,0 +1,57 @@
+// aclnnAvgPool2dBackward (SPEC §3) over spatialgrad::avg_pool2d_backward.
+#include "aclnnop/aclnn_avgpool2d_backward.h"
+
+#include <memory>
+
+#include "common.h"
+#include "spatialgrad/avg_pool2d.h"
+
+namespace spatialgrad::aclnn {
+namespace {
+
+constexpr const char* kPlanApi = "aclnnAvgPool2dBackwardGetWorkspaceSize";
+constexpr const char* kRunApi = "aclnnAvgPool2dBackward";
+
+struct AvgPool2dBackwardPlan final : Plan {
+  TensorView grad_output, self, grad_input;
+  AvgPool2dParams params;
+  void run() override { avg_pool2d_backward(grad_output, self, grad_input, params); }
+};
+
+}  // namespace
+}  // namespace spatialgrad::aclnn
+
+extern "C" aclnnStatus aclnnAvgPool2dBackwardGetWorkspaceSize(
+    const aclTensor* gradOutput, const aclTensor* self, const aclIntArray* kernelSize, const aclIntArray* stride,
+    const aclIntArray* padding, bool ceilMode, bool countIncludePad, int64_t divisorOverride, int8_t cubeMathType,
+    aclTensor* gradInput, uint64_t* workspaceSize, aclOpExecutor** executor) {
+  using namespace spatialgrad::aclnn;
+  return plan(kPlanApi, kRunApi, workspaceSize, executor, [&] {
+    // Null pointers first (161001), in argument order; stride may be null (= kernelSize).
+    check_not_null(kPlanApi, "gradOutput", gradOutput);
+    check_not_null(kPlanApi, "self", self);
+    check_not_null(kPlanApi, "kernelSize", kernelSize);
+    check_not_null(kPlanApi, "padding", padding);
+    check_not_null(kPlanApi, "gradInput", gradInput);
+    // 4-D NCHW or 3-D (C, H, W) "NCL"; ND is what the CANN samples pass.
+    const auto formats = {ACL_FORMAT_ND, ACL_FORMAT_NCHW, ACL_FORMAT_NCL};
+    auto p = std::make_unique<AvgPool2dBackwardPlan>();
+    p->grad_output = input_view(kPlanApi, "gradOutput", gradOutput, Dtypes::kFloating, formats);
+    p->self = input_view(kPlanApi, "self", self, Dtypes::kFloating, formats);
+    p->grad_input = output_view(kPlanApi, "gradInput", gradInput, Dtypes::kFloating, formats);
+    p->params.kernel_size = int_list(kPlanApi, "kernelSize", kernelSize);
+    p->params.stride = int_list(kPlanApi, "stride", stride, /*optional=*/true);
+    p->params.padding = int_list(kPlanApi, "padding", padding);
+    p->params.ceil_mode = ceilMode;
+    p->params.count_include_pad = countIncludePad;
+    p->params.divisor_override = divisorOverride;
+    p->params.cube_math_type = cubeMathType;
+    spatialgrad::check_avg_pool2d_backward(p->grad_output, p->self, p->grad_input, p->params);
+    return p;
+  });
+}
+
+extern "C" aclnnStatus aclnnAvgPool2dBackward(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                              aclrtStream stream) {
+  return spatialgrad::aclnn::execute(spatialgrad::aclnn::kRunApi, workspace, workspaceSize, executor, stream);
+}

@@ -1,0 +1,316 @@
+#include "common.h"
+
+#include <algorithm>
+#include <deque>
+#include <mutex>
+#include <new>
+#include <unordered_set>
+
+#include "spatialgrad/dtype.h"
+
+namespace spatialgrad::aclnn {
+namespace {
+
+// CANN keeps failure messages per thread until aclGetRecentErrMsg() collects them; keep a bounded
+// number so a program that never reads them does not grow without limit.
+constexpr size_t kMaxMessages = 32;
+thread_local std::deque<std::string> pending_messages;  // newest first
+thread_local std::string returned_message;              // owns the string last returned
+
+// Executors that phase one handed out and that are not freed yet: phase two refuses anything else
+// (a second run of a single-use executor is a use-after-free on the NPU).
+std::mutex executors_mutex;
+std::unordered_set<const aclOpExecutor*> live_executors;
+
+bool take_live_executor(const aclOpExecutor* executor, bool erase) {
+  std::lock_guard<std::mutex> lock(executors_mutex);
+  auto it = live_executors.find(executor);
+  if (it == live_executors.end()) return false;
+  if (erase) live_executors.erase(it);
+  return true;
+}
+
+std::string with_prefix(const char* api, const char* message) {
+  const std::string text(message);
+  if (text.rfind(api, 0) == 0) return text;
+  return std::string(api) + "(): " + text;
+}
+
+// DType for an aclDataType, if spatialgrad has one.
+bool to_dtype(aclDataType acl, DType* out) {
+  switch (acl) {
+    case ACL_FLOAT: *out = DType::kFloat32; return true;
+    case ACL_DOUBLE: *out = DType::kFloat64; return true;
+    case ACL_FLOAT16: *out = DType::kFloat16; return true;
+    case ACL_BF16: *out = DType::kBFloat16; return true;
+    case ACL_INT32: *out = DType::kInt32; return true;
+    case ACL_INT64: *out = DType::kInt64; return true;
+    default: return false;
+  }
+}
+
+// Whether the core has kernels for a floating dtype: asks dispatch_floating itself, so float16 and
+// bfloat16 become available here as soon as the core dispatches them.
+bool has_kernels(DType dtype) {
+  try {
+    dispatch_floating(dtype, "", "", [](auto) {});
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+bool accepts(Dtypes dtypes, aclDataType acl) {
+  DType dtype;
+  if (!to_dtype(acl, &dtype)) return false;
+  if (dtypes == Dtypes::kIndex) return dtype == DType::kInt32 || dtype == DType::kInt64;
+  return (dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 ||
+          dtype == DType::kBFloat16) &&
+         has_kernels(dtype);
+}
+
+std::string accepted_names(Dtypes dtypes) {
+  std::string names;
+  for (aclDataType acl : {ACL_FLOAT16, ACL_BF16, ACL_FLOAT, ACL_DOUBLE, ACL_INT32, ACL_INT64}) {
+    if (!accepts(dtypes, acl)) continue;
+    names += names.empty() ? "" : ", ";
+    names += dtype_name(acl);
+  }
+  return names;
+}
+
+// Checks a tensor argument and returns its view (no overlap check).
+TensorView view_of(const char* api, const char* name, const aclTensor* t, Dtypes dtypes,
+                   std::initializer_list<aclFormat> formats) {
+  check_not_null(api, name, t);
+  SG_CHECK_KIND(accepts(dtypes, t->dtype), kType, api, "(): expected ", name, " to have dtype ",
+                accepted_names(dtypes), ", but got ", dtype_name(t->dtype),
+                (t->dtype == ACL_FLOAT16 || t->dtype == ACL_BF16)
+                    ? " (float16 and bfloat16 are not supported on the CPU yet)"
+                    : "");
+  if (formats.size() != 0) {
+    std::string allowed;
+    for (aclFormat f : formats) allowed += std::string(allowed.empty() ? "" : ", ") + format_name(f);
+    SG_CHECK(std::find(formats.begin(), formats.end(), t->format) != formats.end(), api, "(): expected ", name,
+             " to have format ", allowed, ", but got ", format_name(t->format));
+  }
+  for (int64_t s : t->view_shape) {
+    SG_CHECK(s >= 0, api, "(): expected ", name, " to have non-negative sizes, but got ", format_list(t->view_shape));
+  }
+  for (int64_t s : t->storage_shape) {
+    SG_CHECK(s >= 0, api, "(): expected ", name, " to have a non-negative storage shape, but got ",
+             format_list(t->storage_shape));
+  }
+  const int64_t numel = checked_numel(t->view_shape);
+  DType dtype = DType::kFloat32;
+  to_dtype(t->dtype, &dtype);
+  if (numel == 0) return TensorView(t->data, dtype, t->view_shape, t->strides);
+  SG_CHECK_KIND(t->data != nullptr, kNullPointer, api, "(): expected ", name,
+                " to have a data address (it has ", numel, " elements), but got null");
+  // The elements the view reaches, [lowest, highest], must lie inside the storage.
+  int64_t lowest = t->offset, highest = t->offset;
+  for (size_t d = 0; d < t->view_shape.size(); ++d) {
+    int64_t reach;
+    SG_CHECK_KIND(!__builtin_mul_overflow(t->view_shape[d] - 1, t->strides[d], &reach), kOverflow, api,
+                  "(): expected ", name, " strides whose extent fits in int64, but got strides ",
+                  format_list(t->strides), " for shape ", format_list(t->view_shape));
+    SG_CHECK_KIND(!__builtin_add_overflow(reach < 0 ? lowest : highest, reach, reach < 0 ? &lowest : &highest),
+                  kOverflow, api, "(): expected ", name, " strides whose extent fits in int64, but got strides ",
+                  format_list(t->strides), " for shape ", format_list(t->view_shape));
+  }
+  const int64_t storage = checked_numel(t->storage_shape);
+  SG_CHECK(lowest >= 0 && highest < storage, api, "(): expected ", name,
+           " to lie inside its storage, but its view (shape ", format_list(t->view_shape), ", strides ",
+           format_list(t->strides), ", offset ", t->offset, ") reaches elements ", lowest, "..", highest,
+           " of a storage of shape ", format_list(t->storage_shape), " (", storage, " elements)");
+  char* base = static_cast<char*>(t->data) + t->offset * dtype_size(dtype);
+  return TensorView(base, dtype, t->view_shape, t->strides);
+}
+
+}  // namespace
+
+void record_error(const std::string& message) {
+  pending_messages.push_front(message);
+  if (pending_messages.size() > kMaxMessages) pending_messages.pop_back();
+}
+
+void check_not_null(const char* api, const char* name, const void* p) {
+  SG_CHECK_KIND(p != nullptr, kNullPointer, api, "(): expected ", name, " to be non-null, but got null");
+}
+
+TensorView input_view(const char* api, const char* name, const aclTensor* tensor, Dtypes dtypes,
+                      std::initializer_list<aclFormat> formats) {
+  return view_of(api, name, tensor, dtypes, formats);
+}
+
+TensorView output_view(const char* api, const char* name, const aclTensor* tensor, Dtypes dtypes,
+                       std::initializer_list<aclFormat> formats) {
+  TensorView view = view_of(api, name, tensor, dtypes, formats);
+  if (view.is_empty()) return view;
+  // Sufficient for no overlap: sorted by |stride|, each dimension steps past everything the
+  // smaller ones reach. (Parallel kernels writing one element twice would race.)
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, size)
+  for (int64_t d = 0; d < view.dim(); ++d) {
+    if (view.size(d) > 1) dims.emplace_back(std::abs(view.stride(d)), view.size(d));
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;
+  for (const auto& [stride, size] : dims) {
+    SG_CHECK(stride > reach, api, "(): expected ", name,
+             " to have no two elements at the same address, but got strides ", format_list(view.strides()),
+             " for shape ", view.shape_string());
+    reach += stride * (size - 1);  // cannot overflow: view_of bounded the extent
+  }
+  return view;
+}
+
+template <class T, class Array>
+std::vector<T> values_of(const char* api, const char* name, const Array* array, bool optional) {
+  if (array == nullptr && optional) return {};
+  check_not_null(api, name, array);
+  return std::vector<T>(array->values.begin(), array->values.end());
+}
+
+std::vector<int64_t> int_list(const char* api, const char* name, const aclIntArray* array, bool optional) {
+  return values_of<int64_t>(api, name, array, optional);
+}
+std::vector<float> float_list(const char* api, const char* name, const aclFloatArray* array, bool optional) {
+  return values_of<float>(api, name, array, optional);
+}
+std::vector<bool> bool_list(const char* api, const char* name, const aclBoolArray* array, bool optional) {
+  return values_of<bool>(api, name, array, optional);
+}
+
+const char* dtype_name(aclDataType dtype) {
+  switch (dtype) {
+    case ACL_DT_UNDEFINED: return "ACL_DT_UNDEFINED";
+    case ACL_FLOAT: return "ACL_FLOAT";
+    case ACL_FLOAT16: return "ACL_FLOAT16";
+    case ACL_INT8: return "ACL_INT8";
+    case ACL_INT32: return "ACL_INT32";
+    case ACL_UINT8: return "ACL_UINT8";
+    case ACL_INT16: return "ACL_INT16";
+    case ACL_UINT16: return "ACL_UINT16";
+    case ACL_UINT32: return "ACL_UINT32";
+    case ACL_INT64: return "ACL_INT64";
+    case ACL_UINT64: return "ACL_UINT64";
+    case ACL_DOUBLE: return "ACL_DOUBLE";
+    case ACL_BOOL: return "ACL_BOOL";
+    case ACL_STRING: return "ACL_STRING";
+    case ACL_COMPLEX64: return "ACL_COMPLEX64";
+    case ACL_COMPLEX128: return "ACL_COMPLEX128";
+    case ACL_BF16: return "ACL_BF16";
+    case ACL_INT4: return "ACL_INT4";
+    case ACL_UINT1: return "ACL_UINT1";
+    case ACL_COMPLEX32: return "ACL_COMPLEX32";
+  }
+  return "an unknown aclDataType";
+}
+
+const char* format_name(aclFormat format) {
+  switch (format) {
+    case ACL_FORMAT_UNDEFINED: return "ACL_FORMAT_UNDEFINED";
+    case ACL_FORMAT_NCHW: return "ACL_FORMAT_NCHW";
+    case ACL_FORMAT_NHWC: return "ACL_FORMAT_NHWC";
+    case ACL_FORMAT_ND: return "ACL_FORMAT_ND";
+    case ACL_FORMAT_NC1HWC0: return "ACL_FORMAT_NC1HWC0";
+    case ACL_FORMAT_FRACTAL_Z: return "ACL_FORMAT_FRACTAL_Z";
+    case ACL_FORMAT_NC1HWC0_C04: return "ACL_FORMAT_NC1HWC0_C04";
+    case ACL_FORMAT_HWCN: return "ACL_FORMAT_HWCN";
+    case ACL_FORMAT_NDHWC: return "ACL_FORMAT_NDHWC";
+    case ACL_FORMAT_FRACTAL_NZ: return "ACL_FORMAT_FRACTAL_NZ";
+    case ACL_FORMAT_NCDHW: return "ACL_FORMAT_NCDHW";
+    case ACL_FORMAT_NDC1HWC0: return "ACL_FORMAT_NDC1HWC0";
+    case ACL_FRACTAL_Z_3D: return "ACL_FRACTAL_Z_3D";
+    case ACL_FORMAT_NC: return "ACL_FORMAT_NC";
+    case ACL_FORMAT_NCL: return "ACL_FORMAT_NCL";
+  }
+  return "an unknown aclFormat";
+}
+
+namespace detail {
+
+aclnnStatus status_of_current_exception(const char* api) {
+  try {
+    throw;
+  } catch (const Error& e) {
+    record_error(with_prefix(api, e.what()));
+    return e.kind() == ErrorKind::kNullPointer ? ACLNN_ERR_PARAM_NULLPTR : ACLNN_ERR_PARAM_INVALID;
+  } catch (const std::bad_alloc&) {
+    record_error(std::string(api) + "(): out of memory");
+    return ACLNN_ERR_RUNTIME_ERROR;
+  } catch (const std::exception& e) {
+    record_error(with_prefix(api, e.what()));
+    return ACLNN_ERR_RUNTIME_ERROR;
+  } catch (...) {
+    record_error(std::string(api) + "(): unknown internal error");
+    return ACLNN_ERR_INNER;
+  }
+}
+
+aclOpExecutor* new_executor(const char* api, std::unique_ptr<Plan> plan) {
+  auto executor = std::make_unique<aclOpExecutor>();
+  executor->api = api;
+  executor->plan = std::move(plan);
+  std::lock_guard<std::mutex> lock(executors_mutex);
+  live_executors.insert(executor.get());
+  return executor.release();
+}
+
+}  // namespace detail
+
+aclnnStatus execute(const char* api, void* /*workspace*/, uint64_t /*workspace_size*/, aclOpExecutor* executor,
+                    aclrtStream /*stream*/) {
+  return guarded(api, [&] {
+    check_not_null(api, "executor", executor);
+    SG_CHECK(take_live_executor(executor, false), api,
+             "(): expected an executor from a GetWorkspaceSize call that has not run yet (or a repeatable one), "
+             "but got an unknown or already used executor");
+    SG_CHECK(std::string(executor->api) == api, api, "(): expected an executor planned for ", api,
+             ", but got one planned for ", executor->api);
+    std::unique_ptr<aclOpExecutor> owned;
+    if (!executor->repeatable) {
+      take_live_executor(executor, true);
+      owned.reset(executor);  // single-use: freed however the run ends
+    }
+    executor->plan->run();
+  });
+}
+
+}  // namespace spatialgrad::aclnn
+
+using spatialgrad::aclnn::guarded;
+
+extern "C" {
+
+const char* aclGetRecentErrMsg(void) {
+  using spatialgrad::aclnn::pending_messages;
+  using spatialgrad::aclnn::returned_message;
+  if (pending_messages.empty()) return nullptr;
+  returned_message.clear();
+  for (const std::string& m : pending_messages) returned_message += (returned_message.empty() ? "" : "\n") + m;
+  pending_messages.clear();
+  return returned_message.c_str();
+}
+
+aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor* executor) {
+  constexpr const char* kApi = "aclSetAclOpExecutorRepeatable";
+  return guarded(kApi, [&] {
+    spatialgrad::aclnn::check_not_null(kApi, "executor", executor);
+    SG_CHECK(spatialgrad::aclnn::take_live_executor(executor, false), kApi,
+             "(): expected a live executor, but got an unknown or already used one");
+    executor->repeatable = true;
+  });
+}
+
+aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor* executor) {
+  constexpr const char* kApi = "aclDestroyAclOpExecutor";
+  return guarded(kApi, [&] {
+    spatialgrad::aclnn::check_not_null(kApi, "executor", executor);
+    SG_CHECK(spatialgrad::aclnn::take_live_executor(executor, true), kApi,
+             "(): expected a live executor, but got an unknown or already freed one");
+    delete executor;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,136 @@
+// Internals of the aclnn layer shared by every operator file: the objects behind the opaque C
+// handles, status codes from exceptions, the two-phase executor and aclTensor -> TensorView.
+//
+// An operator file (csrc/aclnn/<op>.cpp) defines a Plan subclass holding the views and parameters,
+// builds it in phase one inside plan() (validating with the core's check function) and runs it in
+// phase two with execute(). See avg_pool2d.cpp.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "acl/acl.h"
+#include "spatialgrad/error.h"
+#include "spatialgrad/tensor.h"
+
+struct aclTensor {
+  std::vector<int64_t> view_shape;
+  std::vector<int64_t> strides;  // elements
+  int64_t offset = 0;            // elements from data
+  aclDataType dtype = ACL_DT_UNDEFINED;
+  aclFormat format = ACL_FORMAT_UNDEFINED;
+  std::vector<int64_t> storage_shape;
+  void* data = nullptr;
+};
+
+struct aclIntArray {
+  std::vector<int64_t> values;
+};
+struct aclFloatArray {
+  std::vector<float> values;
+};
+struct aclBoolArray {
+  std::vector<bool> values;
+};
+
+namespace spatialgrad::aclnn {
+
+// What phase one planned for one operator call; phase two calls run().
+class Plan {
+ public:
+  virtual ~Plan() = default;
+  virtual void run() = 0;
+};
+
+}  // namespace spatialgrad::aclnn
+
+struct aclOpExecutor {
+  const char* api = nullptr;  // the phase-two function this executor belongs to
+  std::unique_ptr<spatialgrad::aclnn::Plan> plan;
+  bool repeatable = false;
+};
+
+namespace spatialgrad::aclnn {
+
+// Appends a message for aclGetRecentErrMsg() on this thread.
+void record_error(const std::string& message);
+
+// Runs fn() (returning void) for the C function `api`; maps spatialgrad::Error kNullPointer -> 161001,
+// other Error kinds -> 161002, other exceptions -> 361001 (561000 for non-std ones) and records the
+// message, prefixed with "api(): " unless it already starts with api (core messages name the core op).
+template <class Fn>
+aclnnStatus guarded(const char* api, Fn&& fn);
+
+// Phase one (the C function `api`, e.g. aclnnXxxGetWorkspaceSize): clears the out-parameters,
+// checks them, calls build() (validate, return a std::unique_ptr<Plan>) and hands out an executor
+// for the phase-two function `run_api` (aclnnXxx).
+template <class Build>
+aclnnStatus plan(const char* api, const char* run_api, uint64_t* workspace_size, aclOpExecutor** executor,
+                 Build&& build);
+
+// Phase two (the C function `api`, aclnnXxx): runs the executor's plan and frees it unless it is
+// repeatable. The stream is not used: work runs before this returns.
+aclnnStatus execute(const char* api, void* workspace, uint64_t workspace_size, aclOpExecutor* executor,
+                    aclrtStream stream);
+
+// Throws a kNullPointer error naming the argument if p is null.
+void check_not_null(const char* api, const char* name, const void* p);
+
+// Which dtypes an operator accepts for a tensor argument.
+enum class Dtypes {
+  kFloating,  // those with core kernels (dispatch_floating): float32, float64 (+ float16/bfloat16 later)
+  kIndex,     // int32, int64
+};
+
+// A view of `tensor` for the core: checks it is non-null, its dtype and format (empty list: any),
+// that the view lies inside its storage and has data; offset applied to the data pointer.
+TensorView input_view(const char* api, const char* name, const aclTensor* tensor, Dtypes dtypes,
+                      std::initializer_list<aclFormat> formats = {});
+// The same for a tensor the operator writes: additionally no two elements may share memory.
+TensorView output_view(const char* api, const char* name, const aclTensor* tensor, Dtypes dtypes,
+                       std::initializer_list<aclFormat> formats = {});
+
+// Values of an array argument; a null array is an error unless `optional` (then: empty).
+std::vector<int64_t> int_list(const char* api, const char* name, const aclIntArray* array, bool optional = false);
+std::vector<float> float_list(const char* api, const char* name, const aclFloatArray* array, bool optional = false);
+std::vector<bool> bool_list(const char* api, const char* name, const aclBoolArray* array, bool optional = false);
+
+const char* dtype_name(aclDataType dtype);
+const char* format_name(aclFormat format);
+
+// ---- implementation of the templates ----
+
+namespace detail {
+aclnnStatus status_of_current_exception(const char* api);
+aclOpExecutor* new_executor(const char* api, std::unique_ptr<Plan> plan);
+}  // namespace detail
+
+template <class Fn>
+aclnnStatus guarded(const char* api, Fn&& fn) {
+  try {
+    fn();
+    return ACLNN_SUCCESS;
+  } catch (...) {
+    return detail::status_of_current_exception(api);
+  }
+}
+
+template <class Build>
+aclnnStatus plan(const char* api, const char* run_api, uint64_t* workspace_size, aclOpExecutor** executor,
+                 Build&& build) {
+  // On failure the caller sees no executor (a later phase two then fails cleanly with 161001).
+  if (executor != nullptr) *executor = nullptr;
+  if (workspace_size != nullptr) *workspace_size = 0;
+  return guarded(api, [&] {
+    check_not_null(api, "workspaceSize", workspace_size);
+    check_not_null(api, "executor", executor);
+    std::unique_ptr<Plan> planned = build();
+    *executor = detail::new_executor(run_api, std::move(planned));
+    *workspace_size = 0;  // the CPU kernels need no workspace
+  });
+}
+
+}  // namespace spatialgrad::aclnn
