@@ -27,7 +27,7 @@ cpp-test: bootstrap
 
 # pytest runs from outside the source tree so that it imports the installed package.
 python-test: install
-	cd /tmp && SPATIALGRAD_REQUIRE_TORCH=$${SPATIALGRAD_REQUIRE_TORCH:-1} $(PY) -m pytest -p no:cacheprovider -q $(ROOT)/tests/python
+	cd /tmp && SPATIALGRAD_SOURCE_DIR=$(ROOT) SPATIALGRAD_REQUIRE_TORCH=$${SPATIALGRAD_REQUIRE_TORCH:-1} $(PY) -m pytest -p no:cacheprovider -q $(ROOT)/tests/python
 
 test: cpp-test python-test
 
