@@ -192,6 +192,14 @@ inline void zero_row(T* dst, int64_t stride, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i * stride] = store_as<T>(AccType<T>(0));
 }
 
+// Asks for the cache lines of a contiguous row (a hint: no effect on results).
+template <class T>
+inline void prefetch_row(const T* row, int64_t n) {
+  const char* bytes = reinterpret_cast<const char*>(row);
+  const int64_t len = n * static_cast<int64_t>(sizeof(T));
+  for (int64_t off = 0; off < len; off += 64) __builtin_prefetch(bytes + off);
+}
+
 std::vector<int64_t> scaled(const std::vector<int64_t>& index, int64_t stride) {
   std::vector<int64_t> out(index.size());
   for (size_t i = 0; i < index.size(); ++i) out[i] = index[i] * stride;
@@ -284,42 +292,112 @@ void forward_nhwc(const TensorView& input, const TensorView& output, const Table
 // grad_output rows whose stencil touches ih (contract H, contiguous), then gathers along W from that
 // buffer, and writes each grad_input element once. No zero-fill, no atomics.
 
+// NCHW: the W gather is what costs (a few scalar taps per element), so it runs on blocks of
+// kPlaneBlock planes at once: each plane's H-contracted row is transposed into (ow, plane) order,
+// and every tap then updates all planes of the block in one vector operation.
+constexpr int64_t kPlaneBlock = 8;
+constexpr int64_t kPrefetchRows = 1;  // how many input rows ahead to prefetch grad_output rows
+
 template <class T>
 void backward_nchw(const TensorView& grad_output, const TensorView& grad_input, const Tables<AccType<T>>& tab) {
   using Acc = AccType<T>;
   const Strides gs = strides_of(grad_output, Layout::kNCHW), is = strides_of(grad_input, Layout::kNCHW);
   const int64_t channels = grad_input.size(1), planes = grad_input.size(0) * channels;
+  const int64_t blocks = (planes + kPlaneBlock - 1) / kPlaneBlock;
   const int64_t in_h = tab.h.in, in_w = tab.w.in, out_w = tab.w.out;
   const T* go = grad_output.data<T>();
   T* gi = grad_input.data<T>();
-  const int64_t work_per_row = (tab.h.max_sources + 1) * out_w + 2 * out_w + in_w;
-  parallel_for(0, planes * in_h, kMinWorkPerTask / work_per_row + 1, [&](int64_t lo, int64_t hi) {
-    std::vector<Acc> rows(static_cast<size_t>(out_w));
+  const int64_t work_per_item = kPlaneBlock * ((tab.h.max_sources + 2) * out_w + 2 * in_w);
+  parallel_for(0, blocks * in_h, kMinWorkPerTask / work_per_item + 1, [&](int64_t lo, int64_t hi) {
+    std::vector<Acc> rows(static_cast<size_t>(kPlaneBlock * out_w));      // (plane, ow)
+    std::vector<Acc> columns(static_cast<size_t>(kPlaneBlock * out_w));   // (ow, plane)
+    std::vector<Acc> gathered(static_cast<size_t>(kPlaneBlock * in_w));   // (iw, plane)
     std::vector<const T*> g_rows(static_cast<size_t>(tab.h.max_sources));
     const int64_t* w_start = tab.w.start.data();
     const int64_t* w_source = tab.w.source.data();
     const Acc* w_weight = tab.w.weight.data();
     for (int64_t item = lo; item < hi; ++item) {
-      const int64_t plane = item / in_h, ih = item % in_h;
-      const int64_t n = plane / channels, c = plane % channels;
-      T* dst = gi + n * is.n + c * is.c + ih * is.h;
+      const int64_t block = item / in_h, ih = item % in_h;
+      const int64_t first_plane = block * kPlaneBlock, count = std::min(kPlaneBlock, planes - first_plane);
+      auto plane_offset = [&](int64_t p, const Strides& st) {
+        const int64_t plane = first_plane + p;
+        return (plane / channels) * st.n + (plane % channels) * st.c;
+      };
       const int64_t e_begin = tab.h.start[ih], e_end = tab.h.start[ih + 1];
       if (e_begin == e_end) {  // no output row reads this input row
-        zero_row(dst, is.w, in_w);
+        for (int64_t p = 0; p < count; ++p) zero_row(gi + plane_offset(p, is) + ih * is.h, is.w, in_w);
         continue;
       }
-      const T* g_plane = go + n * gs.n + c * gs.c;
-      for (int64_t e = e_begin; e < e_end; ++e) g_rows[e - e_begin] = g_plane + tab.h.source[e] * gs.h;
-      weighted_rows(rows.data(), g_rows.data(), tab.h.weight.data() + e_begin, e_end - e_begin, gs.w, out_w);
+      // The grad_output rows of the next input row are mostly new: request them now, so their
+      // loads overlap this row's arithmetic (the hardware prefetcher misses these short rows).
+      if (ih + kPrefetchRows < in_h && gs.w == 1) {
+        const int64_t next = ih + kPrefetchRows;
+        for (int64_t p = 0; p < count; ++p) {
+          const T* g_plane = go + plane_offset(p, gs);
+          for (int64_t e = tab.h.start[next]; e < tab.h.start[next + 1]; ++e)
+            prefetch_row(g_plane + tab.h.source[e] * gs.h, out_w);
+        }
+      }
+      for (int64_t p = 0; p < count; ++p) {
+        const T* g_plane = go + plane_offset(p, gs);
+        for (int64_t e = e_begin; e < e_end; ++e) g_rows[e - e_begin] = g_plane + tab.h.source[e] * gs.h;
+        Acc* row = rows.data() + p * out_w;
+        weighted_rows(row, g_rows.data(), tab.h.weight.data() + e_begin, e_end - e_begin, gs.w, out_w);
+        for (int64_t ow = 0; ow < out_w; ++ow) columns[ow * kPlaneBlock + p] = row[ow];
+      }
+      // Lanes p >= count hold stale values of an earlier block; they are computed but never stored.
       for (int64_t iw = 0; iw < in_w; ++iw) {
-        Acc sum(0);
-        for (int64_t e = w_start[iw]; e < w_start[iw + 1]; ++e) sum += w_weight[e] * rows[w_source[e]];
-        dst[iw * is.w] = store_as<T>(sum);
+        Acc sum[kPlaneBlock] = {};
+        for (int64_t e = w_start[iw]; e < w_start[iw + 1]; ++e) {
+          const Acc weight = w_weight[e];
+          const Acc* column = columns.data() + w_source[e] * kPlaneBlock;
+          for (int64_t p = 0; p < kPlaneBlock; ++p) sum[p] += weight * column[p];
+        }
+        for (int64_t p = 0; p < kPlaneBlock; ++p) gathered[iw * kPlaneBlock + p] = sum[p];
+      }
+      for (int64_t p = 0; p < count; ++p) {
+        T* dst = gi + plane_offset(p, is) + ih * is.h;
+        const Acc* src = gathered.data() + p;
+        if (is.w == 1) {
+          for (int64_t iw = 0; iw < in_w; ++iw) dst[iw] = store_as<T>(src[iw * kPlaneBlock]);
+        } else {
+          for (int64_t iw = 0; iw < in_w; ++iw) dst[iw * is.w] = store_as<T>(src[iw * kPlaneBlock]);
+        }
       }
     }
   });
 }
 
+// A run of input columns [iw_begin, iw_end) and the output columns [ow_begin, ow_end) their
+// gathers read (empty when none of them is read).
+struct ColumnChunk {
+  int64_t iw_begin, iw_end, ow_begin, ow_end;
+};
+
+// Splits the input columns into runs whose H-contracted (ow, c) buffer holds about
+// kChunkElements values, so that it stays in L1 between the H and W passes.
+template <class Acc>
+std::vector<ColumnChunk> column_chunks(const detail::LinearAxis<Acc>& w_axis, int64_t channels) {
+  constexpr int64_t kChunkElements = 4096;
+  const int64_t per_input = (w_axis.out + w_axis.in - 1) / w_axis.in + 1;  // output columns per input column
+  const int64_t width = std::clamp<int64_t>(kChunkElements / std::max<int64_t>(1, channels * per_input), 1, w_axis.in);
+  std::vector<ColumnChunk> chunks;
+  for (int64_t a = 0; a < w_axis.in; a += width) {
+    const int64_t b = std::min(a + width, w_axis.in);
+    ColumnChunk chunk{a, b, 0, 0};
+    const int64_t e_begin = w_axis.start[a], e_end = w_axis.start[b];
+    if (e_begin < e_end) {
+      const auto range = std::minmax_element(w_axis.source.begin() + e_begin, w_axis.source.begin() + e_end);
+      chunk.ow_begin = *range.first;
+      chunk.ow_end = *range.second + 1;
+    }
+    chunks.push_back(chunk);
+  }
+  return chunks;
+}
+
+// NHWC: channels innermost, so both passes vectorise over (ow, c) / c. Input columns are processed
+// in chunks (column_chunks) to keep the H-contracted buffer in L1.
 template <class T>
 void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, const Tables<AccType<T>>& tab) {
   using Acc = AccType<T>;
@@ -328,11 +406,13 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
   const int64_t in_h = tab.h.in, in_w = tab.w.in, out_w = tab.w.out;
   const T* go = grad_output.data<T>();
   T* gi = grad_input.data<T>();
-  const int64_t row_len = out_w * channels;
   const bool dense_g = gs.c == 1 && gs.w == channels;
+  const std::vector<ColumnChunk> chunks = column_chunks(tab.w, channels);
+  int64_t max_chunk_outputs = 0;
+  for (const ColumnChunk& chunk : chunks) max_chunk_outputs = std::max(max_chunk_outputs, chunk.ow_end - chunk.ow_begin);
   const int64_t work_per_row = ((tab.h.max_sources + 1) * out_w + 2 * out_w + in_w) * channels;
   parallel_for(0, batch * in_h, kMinWorkPerTask / work_per_row + 1, [&](int64_t lo, int64_t hi) {
-    std::vector<Acc> rows(static_cast<size_t>(row_len));
+    std::vector<Acc> rows(static_cast<size_t>(max_chunk_outputs * channels));  // (ow - ow_begin, c)
     std::vector<Acc> sum(static_cast<size_t>(channels));
     std::vector<const T*> g_rows(static_cast<size_t>(tab.h.max_sources));
     std::vector<const Acc*> r_rows(static_cast<size_t>(tab.w.max_sources));
@@ -345,27 +425,37 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
         continue;
       }
       const T* g_image = go + n * gs.n;
+      if (ih + 1 < in_h && dense_g) {  // as in backward_nchw: overlap the next row's new loads with this row
+        for (int64_t e = tab.h.start[ih + 1]; e < tab.h.start[ih + 2]; ++e)
+          if (tab.h.source[e] > tab.h.source[e_end - 1]) prefetch_row(g_image + tab.h.source[e] * gs.h, out_w * channels);
+      }
       const int64_t h_count = e_end - e_begin;
       const Acc* h_weight = tab.h.weight.data() + e_begin;
-      if (dense_g) {
-        for (int64_t k = 0; k < h_count; ++k) g_rows[k] = g_image + tab.h.source[e_begin + k] * gs.h;
-        weighted_rows(rows.data(), g_rows.data(), h_weight, h_count, 1, row_len);
-      } else {
-        for (int64_t ow = 0; ow < out_w; ++ow) {
-          for (int64_t k = 0; k < h_count; ++k) g_rows[k] = g_image + tab.h.source[e_begin + k] * gs.h + ow * gs.w;
-          weighted_rows(rows.data() + ow * channels, g_rows.data(), h_weight, h_count, gs.c, channels);
+      for (const ColumnChunk& chunk : chunks) {
+        // H pass over the output columns the chunk reads.
+        const int64_t ow0 = chunk.ow_begin, width = chunk.ow_end - chunk.ow_begin;
+        if (dense_g) {
+          for (int64_t k = 0; k < h_count; ++k) g_rows[k] = g_image + tab.h.source[e_begin + k] * gs.h + ow0 * gs.w;
+          if (width > 0) weighted_rows(rows.data(), g_rows.data(), h_weight, h_count, 1, width * channels);
+        } else {
+          for (int64_t ow = 0; ow < width; ++ow) {
+            for (int64_t k = 0; k < h_count; ++k)
+              g_rows[k] = g_image + tab.h.source[e_begin + k] * gs.h + (ow0 + ow) * gs.w;
+            weighted_rows(rows.data() + ow * channels, g_rows.data(), h_weight, h_count, gs.c, channels);
+          }
         }
-      }
-      for (int64_t iw = 0; iw < in_w; ++iw) {
-        const int64_t e0 = tab.w.start[iw], w_count = tab.w.start[iw + 1] - e0;
-        T* out_px = dst + iw * is.w;
-        if (w_count == 0) {
-          zero_row(out_px, is.c, channels);
-          continue;
+        // W gather.
+        for (int64_t iw = chunk.iw_begin; iw < chunk.iw_end; ++iw) {
+          const int64_t e0 = tab.w.start[iw], w_count = tab.w.start[iw + 1] - e0;
+          T* out_px = dst + iw * is.w;
+          if (w_count == 0) {
+            zero_row(out_px, is.c, channels);
+            continue;
+          }
+          for (int64_t k = 0; k < w_count; ++k) r_rows[k] = rows.data() + (tab.w.source[e0 + k] - ow0) * channels;
+          weighted_rows(sum.data(), r_rows.data(), tab.w.weight.data() + e0, w_count, 1, channels);
+          store_row(out_px, is.c, sum.data(), channels);
         }
-        for (int64_t k = 0; k < w_count; ++k) r_rows[k] = rows.data() + tab.w.source[e0 + k] * channels;
-        weighted_rows(sum.data(), r_rows.data(), tab.w.weight.data() + e0, w_count, 1, channels);
-        store_row(out_px, is.c, sum.data(), channels);
       }
     }
   });
