@@ -122,6 +122,17 @@ TEST(UpsampleBilinear2d, ChannelCountsAndBatchInNhwc) {
   }
 }
 
+TEST(UpsampleBilinear2d, WideRowsSplitIntoColumnChunksAndPlaneBlocks) {
+  // Wide NHWC rows take several column chunks in the backward; 2 x 9 planes make full and partial
+  // plane blocks in NCHW. Up- and down-sampling, with and without align_corners.
+  for (bool align : {false, true}) {
+    check_against_naive(Problem{1, 48, 3, 70, 4, 131, align, 0.0, 0.0, Layout::kNHWC});
+    check_against_naive(Problem{2, 40, 4, 90, 3, 20, align, 0.0, 0.0, Layout::kNHWC});
+    check_against_naive(Problem{2, 9, 5, 33, 7, 70, align, 0.0, 0.0, Layout::kNCHW});
+    check_against_naive(Problem{2, 9, 12, 40, 5, 9, align, 0.0, 0.0, Layout::kNCHW});
+  }
+}
+
 TEST(UpsampleBilinear2d, SameSizeIsIdentityWhateverTheScale) {
   auto x = random_tensor<float>({2, 3, 6, 5}, 4);
   OwnedTensor<float> y({2, 3, 6, 5});

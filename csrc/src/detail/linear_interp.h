@@ -4,16 +4,26 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <vector>
 
 namespace spatialgrad::detail {
 
-// Source-coordinate step per output index. A scale that is not > 0 (also NaN) means "not given".
-inline double linear_ratio(int64_t in, int64_t out, bool align_corners, double scale) {
-  if (align_corners) return out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
-  return scale > 0 ? 1.0 / scale : static_cast<double>(in) / static_cast<double>(out);
+// Source-coordinate step per output index. As in PyTorch (area_pixel_compute_scale<scalar_t>), the
+// ratio is rounded to the accumulation type: float32 parity needs the same float ratio. A scale that
+// is not > 0 (also NaN) means "not given".
+template <class Acc>
+Acc linear_ratio(int64_t in, int64_t out, bool align_corners, double scale) {
+  if (align_corners) return out > 1 ? static_cast<Acc>(in - 1) / static_cast<Acc>(out - 1) : Acc(0);
+  return scale > 0 ? static_cast<Acc>(1.0 / scale) : static_cast<Acc>(in) / static_cast<Acc>(out);
+}
+
+// Source coordinate of output index d (area_pixel_compute_source_index), in double as PyTorch's CPU
+// kernels evaluate it (acc_type<float> is double there); never negative.
+inline double linear_source(double ratio, int64_t d, bool align_corners) {
+  if (align_corners) return ratio * static_cast<double>(d);
+  const double src = ratio * (static_cast<double>(d) + 0.5) - 0.5;
+  return src < 0 ? 0.0 : src;
 }
 
 // Forward: output o = l0[o] * input[i0[o]] + l1[o] * input[i1[o]].
@@ -39,7 +49,7 @@ LinearAxis<Acc> make_linear_axis(int64_t in, int64_t out, bool align_corners, do
   axis.i1.resize(out);
   axis.l0.resize(out);
   axis.l1.resize(out);
-  const double ratio = linear_ratio(in, out, align_corners, scale);
+  const double ratio = static_cast<double>(linear_ratio<Acc>(in, out, align_corners, scale));
   const double last = static_cast<double>(in - 1);
   for (int64_t o = 0; o < out; ++o) {
     if (in == out) {  // same size: a copy, whatever the ratio says
@@ -48,17 +58,17 @@ LinearAxis<Acc> make_linear_axis(int64_t in, int64_t out, bool align_corners, do
       axis.l1[o] = Acc(0);
       continue;
     }
-    const double d = static_cast<double>(o);
-    double src = align_corners ? ratio * d : std::max(0.0, ratio * (d + 0.5) - 0.5);
-    // A huge ratio (tiny user scale) can push src to +Inf: compare before converting so the
-    // integer conversion is always in range.
-    const int64_t i0 = src < last ? static_cast<int64_t>(std::floor(src)) : in - 1;
+    const double src = linear_source(ratio, o, align_corners);
+    // A huge ratio (tiny user scale) can push src to +Inf: compare before converting, so the
+    // integer conversion is always in range. src is never NaN here.
+    const int64_t i0 = src < last ? static_cast<int64_t>(src) : in - 1;
     const double frac = src - static_cast<double>(i0);
-    const double l1 = frac > 0 ? std::min(frac, 1.0) : 0.0;  // NaN-free: src is never NaN here
+    // Rounded to Acc first, then l0 = 1 - l1 from the rounded value (PyTorch's order).
+    const Acc l1 = static_cast<Acc>(frac > 0 ? std::min(frac, 1.0) : 0.0);
     axis.i0[o] = i0;
     axis.i1[o] = i0 + (i0 < in - 1 ? 1 : 0);
-    axis.l1[o] = static_cast<Acc>(l1);
-    axis.l0[o] = static_cast<Acc>(1.0 - l1);
+    axis.l1[o] = l1;
+    axis.l0[o] = static_cast<Acc>(1.0 - static_cast<double>(l1));
   }
   // Transpose into per-input source lists (counting sort, stable in o).
   axis.start.assign(static_cast<size_t>(in + 1), 0);
