@@ -218,6 +218,23 @@ inline void store_row(T* dst, int64_t stride, const Acc* src, int64_t n) {
   }
 }
 
+// store_row for rows that are not read back soon: for float32, non-temporal stores skip the
+// read-for-ownership of each written line. The task must end with stream_fence().
+template <class T, class Acc>
+inline void store_row_streaming(T* dst, int64_t stride, const Acc* src, int64_t n) {
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<Acc, float>) {
+    if (stride == 1 && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
+      int64_t i = 0;
+      for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+      for (; i < n; ++i) dst[i] = src[i];
+      return;
+    }
+  }
+#endif
+  store_row(dst, stride, src, n);
+}
+
 template <class T>
 inline void zero_row(T* dst, int64_t stride, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i * stride] = store_as<T>(AccType<T>(0));
@@ -486,10 +503,11 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
           }
           for (int64_t k = 0; k < w_count; ++k) r_rows[k] = rows.data() + (tab.w.source[e0 + k] - ow0) * channels;
           weighted_rows(sum.data(), r_rows.data(), tab.w.weight.data() + e0, w_count, 1, channels);
-          store_row(out_px, is.c, sum.data(), channels);
+          store_row_streaming(out_px, is.c, sum.data(), channels);
         }
       }
     }
+    stream_fence();
   });
 }
 
