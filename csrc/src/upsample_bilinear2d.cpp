@@ -32,6 +32,13 @@ constexpr const char* kForward = "upsample_bilinear2d";
 constexpr const char* kBackward = "upsample_bilinear2d_backward";
 // Rough element-operations per parallel task below which splitting costs more than it saves.
 constexpr int64_t kMinWorkPerTask = 1 << 15;
+// Outputs at least this large are written with non-temporal stores (where used): far beyond the
+// per-core caches, so the lines would be evicted before anyone reads them.
+constexpr int64_t kStreamingBytes = 4 << 20;
+
+bool worth_streaming(const TensorView& output) {
+  return output.numel() * dtype_size(output.dtype()) >= kStreamingBytes;
+}
 
 void check_layout(const char* op, Layout layout) {
   SG_CHECK(layout == Layout::kNCHW || layout == Layout::kNHWC, op, "(): expected layout NCHW (0) or NHWC (1), but got ",
@@ -312,6 +319,7 @@ void forward_nhwc(const TensorView& input, const TensorView& output, const Table
   const int64_t work_per_row = 3 * row_len + 8;
   // Output rows whose (ow, c) elements are one contiguous run store in a single pass.
   const bool dense_out = os.c == 1 && os.w == channels;
+  const bool stream = worth_streaming(output);
   parallel_for(0, batch * out_h, kMinWorkPerTask / work_per_row + 1, [&](int64_t lo, int64_t hi) {
     RowPairCache<Acc> cache(row_len);
     for (int64_t item = lo; item < hi; ++item) {
@@ -334,8 +342,10 @@ void forward_nhwc(const TensorView& input, const TensorView& output, const Table
       });
       T* dst = out + n * os.n + oh * os.h;
       const Acc a0 = tab.h.l0[oh], a1 = tab.h.l1[oh];
-      if (dense_out) {
+      if (dense_out && stream) {
         blend_store<true>(dst, 1, rows.first, rows.second, a0, a1, row_len);
+      } else if (dense_out) {
+        blend_store(dst, 1, rows.first, rows.second, a0, a1, row_len);
       } else {
         for (int64_t ow = 0; ow < out_w; ++ow)
           blend_store(dst + ow * os.w, os.c, rows.first + ow * channels, rows.second + ow * channels, a0, a1,
@@ -466,6 +476,7 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
   const T* go = grad_output.data<T>();
   T* gi = grad_input.data<T>();
   const bool dense_g = gs.c == 1 && gs.w == channels;
+  const bool stream = worth_streaming(grad_input);
   const std::vector<ColumnChunk> chunks = column_chunks(tab.w, channels);
   int64_t max_chunk_outputs = 0;
   for (const ColumnChunk& chunk : chunks) max_chunk_outputs = std::max(max_chunk_outputs, chunk.ow_end - chunk.ow_begin);
@@ -513,7 +524,11 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
           }
           for (int64_t k = 0; k < w_count; ++k) r_rows[k] = rows.data() + (tab.w.source[e0 + k] - ow0) * channels;
           weighted_rows(sum.data(), r_rows.data(), tab.w.weight.data() + e0, w_count, 1, channels);
-          store_row_streaming(out_px, is.c, sum.data(), channels);
+          if (stream) {
+            store_row_streaming(out_px, is.c, sum.data(), channels);
+          } else {
+            store_row(out_px, is.c, sum.data(), channels);
+          }
         }
       }
     }

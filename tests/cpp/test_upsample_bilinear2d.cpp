@@ -199,6 +199,34 @@ TEST(UpsampleBilinear2d, NhwcEqualsTransposedNchw) {
     }
 }
 
+// NHWC outputs of at least 4 MiB take the non-temporal store paths; NCHW never does. Both must give
+// the same bits (transposed), and with odd channel counts the rows start unaligned.
+TEST(UpsampleBilinear2d, LargeNhwcOutputsMatchNchwBitwise) {
+  for (int64_t c : {64, 33}) {
+    const int64_t n = 1, h = 128, w = 128, oh = 192, ow = 170;
+    auto x = random_tensor<float>({n, c, h, w}, 41);
+    auto g = random_tensor<float>({n, c, oh, ow}, 42);
+    OwnedTensor<float> y({n, c, oh, ow}), gi({n, c, h, w});
+    upsample_bilinear2d(x.view, {oh, ow}, false, 0.0, 0.0, Layout::kNCHW, y.view);
+    upsample_bilinear2d_backward(g.view, {oh, ow}, {n, c, h, w}, false, 0.0, 0.0, Layout::kNCHW, gi.view);
+    auto to_nhwc = [&](const OwnedTensor<float>& t, int64_t hh, int64_t ww) {
+      OwnedTensor<float> out({n, hh, ww, c});
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t i = 0; i < hh; ++i)
+          for (int64_t j = 0; j < ww; ++j) out[(i * ww + j) * c + ch] = t.storage[static_cast<size_t>((ch * hh + i) * ww + j)];
+      return out;
+    };
+    auto xl = to_nhwc(x, h, w), gl = to_nhwc(g, oh, ow);
+    ASSERT_GE(y.numel() * 4, 4 << 20);                   // streamed forward output
+    if (c == 64) ASSERT_GE(gi.numel() * 4, 4 << 20);   // streamed grad_input (c = 33: regular stores)
+    OwnedTensor<float> yl({n, oh, ow, c}), gil({n, h, w, c});
+    upsample_bilinear2d(xl.view, {oh, ow}, false, 0.0, 0.0, Layout::kNHWC, yl.view);
+    upsample_bilinear2d_backward(gl.view, {oh, ow}, {n, h, w, c}, false, 0.0, 0.0, Layout::kNHWC, gil.view);
+    EXPECT_EQ(yl.storage, to_nhwc(y, oh, ow).storage);
+    EXPECT_EQ(gil.storage, to_nhwc(gi, h, w).storage);
+  }
+}
+
 TEST(UpsampleBilinear2d, StridedAndNegativeStrideTensors) {
   for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
     auto x = random_tensor<double>({2, 3, 7, 5}, 17);

@@ -145,8 +145,9 @@ def test_output_size_and_scale_factor_together(rng):
 @requires_torch
 @pytest.mark.parametrize("align_corners", [False, True])
 def test_parity_channels_last_at_standard_shape_float32(align_corners, rng):
-    x = rng.standard_normal((2, 16, 64, 64)).astype(np.float32)
-    g = rng.standard_normal((2, 16, 128, 128)).astype(np.float32)
+    # Large enough (output 16 MiB, grad_input 4 MiB) for the non-temporal store paths.
+    x = rng.standard_normal((4, 64, 64, 64), dtype=np.float32)
+    g = rng.standard_normal((4, 64, 128, 128), dtype=np.float32)
     tx = torch.from_numpy(x).contiguous(memory_format=torch.channels_last)
     tg = torch.from_numpy(g).contiguous(memory_format=torch.channels_last)
     y_ref = F.interpolate(tx, size=(128, 128), mode="bilinear", align_corners=align_corners)
