@@ -331,6 +331,8 @@ def test_value_errors(call, message):
      r"expected input to be a NumPy array of float32 or float64 .*complex64"),
     (lambda: sg.upsample_bilinear2d_backward(G.astype(np.int32), 8, X.shape),
      BWD + r"expected grad_output to be float32 or float64, but got int32"),
+    (lambda: sg.upsample_bilinear2d(X.tolist(), 8), FWD + r"expected input to be a NumPy array, but got list"),
+    (lambda: sg.upsample_bilinear2d_backward(None, 8, X.shape), BWD + r"expected grad_output to be a NumPy array"),
     (lambda: sg.upsample_bilinear2d(X, 8, layout=1), FWD + r"expected layout to be a string"),
     (lambda: sg.upsample_bilinear2d_backward(G, 8, X.shape, layout=None), BWD + r"expected layout to be a string"),
     (lambda: sg.upsample_bilinear2d(X, 2.5), FWD + r"expected output_size to be an int or a sequence of ints"),

@@ -52,6 +52,12 @@ def _scale(value: Optional[float], name: str, op: str) -> float:
     return _scale_pair(value, name, op)[0]
 
 
+def _array(value, name: str, op: str) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        raise TypeError(f"{op}(): expected {name} to be a NumPy array, but got {type(value).__name__}")
+    return value
+
+
 def _layout(layout: str, op: str) -> str:
     if not isinstance(layout, str):
         raise TypeError(f"{op}(): expected layout to be a string (\"NCHW\" or \"NHWC\"), but got {layout!r}")
@@ -91,7 +97,8 @@ def upsample_bilinear2d(
         raise ValueError(f"{op}(): expected output_size or scale_factor, but got neither")
     scales_h, scales_w = _scale_pair(scale_factor, "scale_factor", op)
     size = None if output_size is None else _size_pair(output_size, "output_size", op)
-    return _core.upsample_bilinear2d(input, size, bool(align_corners), scales_h, scales_w, _layout(layout, op))
+    return _core.upsample_bilinear2d(_array(input, "input", op), size, bool(align_corners), scales_h, scales_w,
+                                     _layout(layout, op))
 
 
 def upsample_bilinear2d_backward(
@@ -119,7 +126,7 @@ def upsample_bilinear2d_backward(
     """
     op = "upsample_bilinear2d_backward"
     return _core.upsample_bilinear2d_backward(
-        grad_output,
+        _array(grad_output, "grad_output", op),
         _size_pair(output_size, "output_size", op),
         int_list(input_size, "input_size", op),
         bool(align_corners),
