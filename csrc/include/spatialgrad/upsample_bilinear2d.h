@@ -8,7 +8,10 @@
 //   out == in: output d reads input d (identity); otherwise
 //   src = align_corners ? ratio * d : max(0, ratio * (d + 0.5) - 0.5)
 //   i0 = min(floor(src), in - 1), i1 = i0 + (i0 < in - 1), l1 = clamp(src - i0, 0, 1), l0 = 1 - l1.
-// Scales change only the ratio, never the sizes.
+// Scales change only the ratio, never the sizes. As in PyTorch's CPU kernels, the ratio is rounded to
+// the accumulation type (float for float32) and src is evaluated in double, l1 rounded to the
+// accumulation type; float32 results then match PyTorch to rounding. Unlike PyTorch 1.13, a source
+// index past the last input (a user scale below out / in) is clamped as above, never read out of bounds.
 #pragma once
 
 #include <cstdint>
