@@ -117,6 +117,21 @@ def test_parity_with_aten_random(seed):
 
 
 @requires_torch
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_inf_and_nan_propagate_like_torch(align_corners, rng):
+    # Zero-weight taps still multiply (0 * Inf = NaN), as in PyTorch, also for a kept size (identity).
+    x = rng.standard_normal((1, 2, 4, 5))
+    x[0, 0, 1, 2], x[0, 1, 3, 4] = np.inf, np.nan
+    for out_hw in [(4, 5), (4, 9), (7, 5), (2, 3)]:
+        g = rng.standard_normal((1, 2) + out_hw)
+        g[0, 0, 1, 1], g[0, 1, -1, -1] = -np.inf, np.nan
+        y_ref, gi_ref = aten_reference(x, g, out_hw, align_corners, (None, None))
+        y, gi = ours(x, g, out_hw, align_corners, (None, None))
+        np.testing.assert_allclose(y, y_ref, **tol(np.float64), err_msg=str(out_hw))
+        np.testing.assert_allclose(gi, gi_ref, **tol(np.float64), err_msg=str(out_hw))
+
+
+@requires_torch
 @pytest.mark.parametrize("scale_factor", [2, 0.5, (1.5, 3), (0.3, 2.25), 1])
 @pytest.mark.parametrize("align_corners", [False, True])
 def test_scale_factor_only_matches_interpolate(scale_factor, align_corners, rng):
