@@ -257,12 +257,13 @@ inline void zero_row(T* dst, int64_t stride, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i * stride] = store_as<T>(AccType<T>(0));
 }
 
-// Asks for the cache lines of a contiguous row (a hint: no effect on results).
-template <class T>
+// Asks for the cache lines of a contiguous row (a hint: no effect on results). kLocality as in
+// __builtin_prefetch: 3 = into L1, 2 = into L2 (chosen per kernel by measurement).
+template <int kLocality, class T>
 inline void prefetch_row(const T* row, int64_t n) {
   const char* bytes = reinterpret_cast<const char*>(row);
   const int64_t len = n * static_cast<int64_t>(sizeof(T));
-  for (int64_t off = 0; off < len; off += 64) __builtin_prefetch(bytes + off);
+  for (int64_t off = 0; off < len; off += 64) __builtin_prefetch(bytes + off, 0, kLocality);
 }
 
 std::vector<int64_t> scaled(const std::vector<int64_t>& index, int64_t stride) {
@@ -367,6 +368,22 @@ void forward_nhwc(const TensorView& input, const TensorView& output, const Table
 constexpr int64_t kPlaneBlock = 8;
 constexpr int64_t kPrefetchRows = 1;  // how many input rows ahead to prefetch grad_output rows
 
+// gathered[iw][p] = sum over the sources e of iw of weight[e] * columns[source[e]][p], for the
+// kPlaneBlock planes p of a block at once.
+template <class Acc>
+SG_SIMD_CLONES void gather_plane_block(Acc* gathered, const Acc* columns, const int64_t* start, const int64_t* source,
+                                       const Acc* weight, int64_t in_w) {
+  for (int64_t iw = 0; iw < in_w; ++iw) {
+    Acc sum[kPlaneBlock] = {};
+    for (int64_t e = start[iw]; e < start[iw + 1]; ++e) {
+      const Acc w = weight[e];
+      const Acc* column = columns + source[e] * kPlaneBlock;
+      for (int64_t p = 0; p < kPlaneBlock; ++p) sum[p] += w * column[p];
+    }
+    for (int64_t p = 0; p < kPlaneBlock; ++p) gathered[iw * kPlaneBlock + p] = sum[p];
+  }
+}
+
 template <class T>
 void backward_nchw(const TensorView& grad_output, const TensorView& grad_input, const Tables<AccType<T>>& tab) {
   using Acc = AccType<T>;
@@ -399,12 +416,14 @@ void backward_nchw(const TensorView& grad_output, const TensorView& grad_input, 
       }
       // The grad_output rows of the next input row are mostly new: request them now, so their
       // loads overlap this row's arithmetic (the hardware prefetcher misses these short rows).
+      // Into L2 only: eight planes 2^k bytes apart share L1 sets, and L1 prefetches evicted lines
+      // this row still needed (measured ~25% slower).
       if (ih + kPrefetchRows < in_h && gs.w == 1) {
         const int64_t next = ih + kPrefetchRows;
         for (int64_t p = 0; p < count; ++p) {
           const T* g_plane = go + plane_offset(p, gs);
           for (int64_t e = tab.h.start[next]; e < tab.h.start[next + 1]; ++e)
-            prefetch_row(g_plane + tab.h.source[e] * gs.h, out_w);
+            prefetch_row<2>(g_plane + tab.h.source[e] * gs.h, out_w);
         }
       }
       for (int64_t p = 0; p < count; ++p) {
@@ -415,15 +434,7 @@ void backward_nchw(const TensorView& grad_output, const TensorView& grad_input, 
         for (int64_t ow = 0; ow < out_w; ++ow) columns[ow * kPlaneBlock + p] = row[ow];
       }
       // Lanes p >= count hold stale values of an earlier block; they are computed but never stored.
-      for (int64_t iw = 0; iw < in_w; ++iw) {
-        Acc sum[kPlaneBlock] = {};
-        for (int64_t e = w_start[iw]; e < w_start[iw + 1]; ++e) {
-          const Acc weight = w_weight[e];
-          const Acc* column = columns.data() + w_source[e] * kPlaneBlock;
-          for (int64_t p = 0; p < kPlaneBlock; ++p) sum[p] += weight * column[p];
-        }
-        for (int64_t p = 0; p < kPlaneBlock; ++p) gathered[iw * kPlaneBlock + p] = sum[p];
-      }
+      gather_plane_block(gathered.data(), columns.data(), w_start, w_source, w_weight, in_w);
       for (int64_t p = 0; p < count; ++p) {
         T* dst = gi + plane_offset(p, is) + ih * is.h;
         const Acc* src = gathered.data() + p;
@@ -497,7 +508,7 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
       const T* g_image = go + n * gs.n;
       if (ih + 1 < in_h && dense_g) {  // as in backward_nchw: overlap the next row's new loads with this row
         for (int64_t e = tab.h.start[ih + 1]; e < tab.h.start[ih + 2]; ++e)
-          if (tab.h.source[e] > tab.h.source[e_end - 1]) prefetch_row(g_image + tab.h.source[e] * gs.h, out_w * channels);
+          if (tab.h.source[e] > tab.h.source[e_end - 1]) prefetch_row<3>(g_image + tab.h.source[e] * gs.h, out_w * channels);
       }
       const int64_t h_count = e_end - e_begin;
       const Acc* h_weight = tab.h.weight.data() + e_begin;
