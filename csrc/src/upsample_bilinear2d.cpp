@@ -489,7 +489,9 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
   const bool stream = worth_streaming(grad_input);
   const std::vector<ColumnChunk> chunks = column_chunks(tab.w, channels);
   int64_t max_chunk_outputs = 0;
-  for (const ColumnChunk& chunk : chunks) max_chunk_outputs = std::max(max_chunk_outputs, chunk.ow_end - chunk.ow_begin);
+  for (const ColumnChunk& chunk : chunks) {
+    max_chunk_outputs = std::max(max_chunk_outputs, chunk.ow_end - chunk.ow_begin);
+  }
   const int64_t work_per_row = ((tab.h.max_sources + 1) * out_w + 2 * out_w + in_w) * channels;
   parallel_for(0, batch * in_h, kMinWorkPerTask / work_per_row + 1, [&](int64_t lo, int64_t hi) {
     std::vector<Acc> rows(static_cast<size_t>(max_chunk_outputs * channels));  // (ow - ow_begin, c)
@@ -506,8 +508,11 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
       }
       const T* g_image = go + n * gs.n;
       if (ih + 1 < in_h && dense_g) {  // as in backward_nchw: overlap the next row's new loads with this row
-        for (int64_t e = tab.h.start[ih + 1]; e < tab.h.start[ih + 2]; ++e)
-          if (tab.h.source[e] > tab.h.source[e_end - 1]) prefetch_row(g_image + tab.h.source[e] * gs.h, out_w * channels);
+        for (int64_t e = tab.h.start[ih + 1]; e < tab.h.start[ih + 2]; ++e) {
+          if (tab.h.source[e] > tab.h.source[e_end - 1]) {  // not read by this row
+            prefetch_row(g_image + tab.h.source[e] * gs.h, out_w * channels);
+          }
+        }
       }
       const int64_t h_count = e_end - e_begin;
       const Acc* h_weight = tab.h.weight.data() + e_begin;
