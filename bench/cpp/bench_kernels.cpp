@@ -7,6 +7,7 @@
 
 #include "spatialgrad/avg_pool2d.h"
 #include "spatialgrad/parallel.h"
+#include "spatialgrad/upsample_bilinear2d.h"
 
 namespace sg = spatialgrad;
 
@@ -49,6 +50,32 @@ void BM_avg_pool2d_backward_k3s2(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>((g.data.size() + gi.data.size()) * sizeof(float)));
 }
 BENCHMARK(BM_avg_pool2d_backward_k3s2)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// upsample_bilinear2d (8,64,64,64) -> (128,128), align_corners=False; arg 1: threads, arg 2: 0 NCHW, 1 NHWC.
+sg::Layout layout_arg(benchmark::State& state) { return state.range(1) ? sg::Layout::kNHWC : sg::Layout::kNCHW; }
+
+std::vector<int64_t> upsample_shape(sg::Layout layout, int64_t h, int64_t w) {
+  return layout == sg::Layout::kNCHW ? std::vector<int64_t>{8, 64, h, w} : std::vector<int64_t>{8, h, w, 64};
+}
+
+void BM_upsample_bilinear2d_forward(benchmark::State& state) {
+  set_threads(state);
+  const sg::Layout layout = layout_arg(state);
+  Buffer x(upsample_shape(layout, 64, 64), 1), y(upsample_shape(layout, 128, 128));
+  for (auto _ : state) sg::upsample_bilinear2d(x.view, {128, 128}, false, 0.0, 0.0, layout, y.view);
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>((x.data.size() + y.data.size()) * sizeof(float)));
+}
+BENCHMARK(BM_upsample_bilinear2d_forward)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_upsample_bilinear2d_backward(benchmark::State& state) {
+  set_threads(state);
+  const sg::Layout layout = layout_arg(state);
+  const std::vector<int64_t> in_size = upsample_shape(layout, 64, 64);
+  Buffer g(upsample_shape(layout, 128, 128), 2), gi(in_size);
+  for (auto _ : state) sg::upsample_bilinear2d_backward(g.view, {128, 128}, in_size, false, 0.0, 0.0, layout, gi.view);
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>((g.data.size() + gi.data.size()) * sizeof(float)));
+}
+BENCHMARK(BM_upsample_bilinear2d_backward)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -22,3 +22,20 @@ def avg_pool2d_backward(
     count_include_pad: bool,
     divisor_override: int,
 ) -> np.ndarray: ...
+def upsample_bilinear2d(
+    input: np.ndarray,
+    output_size: list[int] | None,
+    align_corners: bool,
+    scales_h: float,
+    scales_w: float,
+    layout: str,
+) -> np.ndarray: ...
+def upsample_bilinear2d_backward(
+    grad_output: np.ndarray,
+    output_size: list[int],
+    input_size: list[int],
+    align_corners: bool,
+    scales_h: float,
+    scales_w: float,
+    layout: str,
+) -> np.ndarray: ...

@@ -1,0 +1,39 @@
+"""upsample_bilinear2d at the standard shape (8,64,64,64) -> (128,128) float32, align_corners=False,
+NCHW (against F.interpolate / aten backward) and NHWC (against torch channels_last)."""
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import spatialgrad as sg
+from common import Case, nbytes
+
+
+def cases(rng):
+    size = [128, 128]
+    x = rng.standard_normal((8, 64, 64, 64)).astype(np.float32)
+    g = rng.standard_normal((8, 64, 128, 128)).astype(np.float32)
+    tx, tg = torch.from_numpy(x), torch.from_numpy(g)
+    # NHWC: the same values stored channels-last; torch sees them as channels_last NCHW tensors.
+    tx_cl = tx.contiguous(memory_format=torch.channels_last)
+    tg_cl = tg.contiguous(memory_format=torch.channels_last)
+    x_nhwc, g_nhwc = tx_cl.permute(0, 2, 3, 1).numpy(), tg_cl.permute(0, 2, 3, 1).numpy()
+    assert x_nhwc.flags.c_contiguous and g_nhwc.flags.c_contiguous
+    y = sg.upsample_bilinear2d(x, size)
+    in_size = list(x.shape)
+    return [
+        Case("upsample_bilinear2d", "NCHW 64->128", "forward", lambda: sg.upsample_bilinear2d(x, size),
+             lambda: F.interpolate(tx, size=size, mode="bilinear", align_corners=False), "F.interpolate",
+             nbytes(x, y)),
+        Case("upsample_bilinear2d", "NCHW 64->128", "backward",
+             lambda: sg.upsample_bilinear2d_backward(g, size, in_size),
+             lambda: torch.ops.aten.upsample_bilinear2d_backward(tg, size, in_size, False, None, None),
+             "aten.upsample_bilinear2d_backward", nbytes(g, x)),
+        Case("upsample_bilinear2d", "NHWC 64->128", "forward",
+             lambda: sg.upsample_bilinear2d(x_nhwc, size, layout="NHWC"),
+             lambda: F.interpolate(tx_cl, size=size, mode="bilinear", align_corners=False),
+             "F.interpolate channels_last", nbytes(x, y)),
+        Case("upsample_bilinear2d", "NHWC 64->128", "backward",
+             lambda: sg.upsample_bilinear2d_backward(g_nhwc, size, list(x_nhwc.shape), layout="NHWC"),
+             lambda: torch.ops.aten.upsample_bilinear2d_backward(tg_cl, size, in_size, False, None, None),
+             "aten backward channels_last", nbytes(g, x)),
+    ]

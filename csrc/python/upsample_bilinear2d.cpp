@@ -1,0 +1,59 @@
+#include "spatialgrad/upsample_bilinear2d.h"
+
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+
+#include "bindings.h"
+#include "numpy_view.h"
+
+namespace spatialgrad::python {
+
+void bind_upsample_bilinear2d(py::module_& m) {
+  m.def(
+      "upsample_bilinear2d",
+      [](const py::array& input, std::optional<std::vector<int64_t>> output_size, bool align_corners, double scales_h,
+         double scales_w, const std::string& layout_name) {
+        const char* op = "upsample_bilinear2d";
+        const Layout layout = parse_layout(op, layout_name);
+        const TensorView in = view_of(input, op, "input");
+        // No output_size: the sizes follow from the scale factors (floor(in * scale)), as in PyTorch.
+        const std::vector<int64_t> size =
+            output_size ? *output_size : upsample_bilinear2d_output_size(in.sizes(), scales_h, scales_w, layout);
+        Output out = new_output(in.dtype(), upsample_bilinear2d_output_shape(in.sizes(), size, layout));
+        {
+          py::gil_scoped_release release;
+          upsample_bilinear2d(in, size, align_corners, scales_h, scales_w, layout, out.view);
+        }
+        return out.array;
+      },
+      py::arg("input"), py::arg("output_size"), py::arg("align_corners"), py::arg("scales_h"), py::arg("scales_w"),
+      py::arg("layout"));
+
+  m.def(
+      "upsample_bilinear2d_backward",
+      [](const py::array& grad_output, std::vector<int64_t> output_size, std::vector<int64_t> input_size,
+         bool align_corners, double scales_h, double scales_w, const std::string& layout_name) {
+        const char* op = "upsample_bilinear2d_backward";
+        const Layout layout = parse_layout(op, layout_name);
+        const TensorView go = view_of(grad_output, op, "grad_output");
+        // Allocate input_size only when it could be valid; otherwise the core reports the problem
+        // (it checks grad_output, input_size and output_size before grad_input's shape).
+        const int c_dim = layout == Layout::kNCHW ? 1 : 3;
+        bool allocatable = input_size.size() == 4 && go.dim() == 4 && input_size[0] == go.size(0) &&
+                           input_size[c_dim] == go.size(c_dim);
+        for (int64_t s : input_size) allocatable = allocatable && s >= 0;
+        Output grad_input = new_output(go.dtype(), allocatable ? input_size : std::vector<int64_t>{0});
+        {
+          py::gil_scoped_release release;
+          upsample_bilinear2d_backward(go, output_size, input_size, align_corners, scales_h, scales_w, layout,
+                                       grad_input.view);
+        }
+        return grad_input.array;
+      },
+      py::arg("grad_output"), py::arg("output_size"), py::arg("input_size"), py::arg("align_corners"),
+      py::arg("scales_h"), py::arg("scales_w"), py::arg("layout"));
+}
+
+}  // namespace spatialgrad::python

@@ -1,0 +1,654 @@
+#include "spatialgrad/upsample_bilinear2d.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "detail/checks.h"
+#include "detail/linear_interp.h"
+#include "spatialgrad/parallel.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+// The hottest loop (weighted_rows) also gets an AVX2 clone that the loader picks on CPUs that have
+// it (function multiversioning; portable builds stay at the baseline ISA). The clone performs the
+// same IEEE operations in the same order, only wider (no FMA), so results are bitwise identical.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(SPATIALGRAD_NO_SIMD_CLONES)
+#define SG_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SG_SIMD_CLONES
+#endif
+
+namespace spatialgrad {
+namespace {
+
+constexpr const char* kForward = "upsample_bilinear2d";
+constexpr const char* kBackward = "upsample_bilinear2d_backward";
+// Rough element-operations per parallel task below which splitting costs more than it saves.
+constexpr int64_t kMinWorkPerTask = 1 << 15;
+// Outputs at least this large are written with non-temporal stores (where used): far beyond the
+// per-core caches, so the lines would be evicted before anyone reads them.
+constexpr int64_t kStreamingBytes = 4 << 20;
+
+bool worth_streaming(const TensorView& output) {
+  return output.numel() * dtype_size(output.dtype()) >= kStreamingBytes;
+}
+
+void check_layout(const char* op, Layout layout) {
+  SG_CHECK(layout == Layout::kNCHW || layout == Layout::kNHWC, op, "(): expected layout NCHW (0) or NHWC (1), but got ",
+           static_cast<int>(layout));
+}
+
+// Positions of the N, C, H, W dimensions in a 4-D tensor or size list of the layout.
+struct Dims {
+  int n, c, h, w;
+};
+
+Dims dims_of(Layout layout) { return layout == Layout::kNCHW ? Dims{0, 1, 2, 3} : Dims{0, 3, 1, 2}; }
+
+const char* order_of(Layout layout) { return layout == Layout::kNCHW ? "(N, C, H, W)" : "(N, H, W, C)"; }
+
+// The 4-D shape with the given sizes, in the layout's dimension order.
+std::vector<int64_t> shape_in(Layout layout, int64_t n, int64_t c, int64_t h, int64_t w) {
+  return layout == Layout::kNCHW ? std::vector<int64_t>{n, c, h, w} : std::vector<int64_t>{n, h, w, c};
+}
+
+void check_output_size(const char* op, const std::vector<int64_t>& output_size) {
+  SG_CHECK(output_size.size() == 2, op, "(): expected output_size to have 2 entries (H, W), but got ",
+           output_size.size(), " (", format_list(output_size, "[", "]"), ")");
+  SG_CHECK(output_size[0] >= 1 && output_size[1] >= 1, op, "(): expected output_size entries >= 1, but got ",
+           format_list(output_size, "[", "]"));
+}
+
+// N and C may be 0 (an empty batch gives an empty result); the interpolated dimensions may not.
+void check_input_spatial(const char* op, const char* name, const std::vector<int64_t>& shape, Layout layout) {
+  const Dims d = dims_of(layout);
+  SG_CHECK(shape[d.n] >= 0 && shape[d.c] >= 0 && shape[d.h] >= 1 && shape[d.w] >= 1, op, "(): expected ", name,
+           " ", order_of(layout), " with N, C >= 0 and H, W >= 1, but got ", format_list(shape, "[", "]"));
+}
+
+// Strides of a 4-D view by role.
+struct Strides {
+  int64_t n, c, h, w;
+};
+
+Strides strides_of(const TensorView& t, Layout layout) {
+  const Dims d = dims_of(layout);
+  return Strides{t.stride(d.n), t.stride(d.c), t.stride(d.h), t.stride(d.w)};
+}
+
+template <class Acc>
+struct Tables {
+  detail::LinearAxis<Acc> h, w;
+};
+
+template <class Acc>
+Tables<Acc> make_tables(int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w, bool align_corners, double scales_h,
+                        double scales_w) {
+  return Tables<Acc>{detail::make_linear_axis<Acc>(in_h, out_h, align_corners, scales_h),
+                     detail::make_linear_axis<Acc>(in_w, out_w, align_corners, scales_w)};
+}
+
+// Two cached rows of width-interpolated input (the rows a forward output row blends), so that
+// each input row is interpolated once per task when consecutive output rows share it.
+template <class Acc>
+class RowPairCache {
+ public:
+  explicit RowPairCache(int64_t len) : data_(static_cast<size_t>(2 * len)), len_(len) {}
+
+  // Rows r0 and r1 of `plane`; fill(row, buffer) computes a row that is not cached.
+  template <class Fill>
+  std::pair<const Acc*, const Acc*> get(int64_t plane, int64_t r0, int64_t r1, const Fill& fill) {
+    int s0 = find(plane, r0);
+    if (s0 < 0) {
+      s0 = find(plane, r1) == 0 ? 1 : 0;  // keep r1 if it is cached
+      load(s0, plane, r0, fill);
+    }
+    int s1 = find(plane, r1);
+    if (s1 < 0) {
+      s1 = 1 - s0;
+      load(s1, plane, r1, fill);
+    }
+    return {slot(s0), slot(s1)};
+  }
+
+ private:
+  int find(int64_t plane, int64_t row) const {
+    for (int s = 0; s < 2; ++s)
+      if (plane_[s] == plane && row_[s] == row) return s;
+    return -1;
+  }
+  template <class Fill>
+  void load(int s, int64_t plane, int64_t row, const Fill& fill) {
+    fill(row, slot(s));
+    plane_[s] = plane;
+    row_[s] = row;
+  }
+  Acc* slot(int s) { return data_.data() + s * len_; }
+
+  std::vector<Acc> data_;
+  int64_t len_;
+  int64_t plane_[2] = {-1, -1}, row_[2] = {-1, -1};
+};
+
+// dst[i * stride] = a0 * r0[i] + a1 * r1[i] for i < n; contiguous stores vectorise.
+// With kStream, long float32 rows go around the cache (non-temporal stores): an upsampled output is
+// several times the input and is not read back here, so this saves the read-for-ownership of every
+// output line (measured: a large gain for NHWC rows of out_w * C values, a loss for short NCHW rows).
+template <bool kStream = false, class T, class Acc>
+inline void blend_store(T* dst, int64_t stride, const Acc* r0, const Acc* r1, Acc a0, Acc a1, int64_t n) {
+#if defined(__SSE2__)
+  if constexpr (kStream && std::is_same_v<T, float> && std::is_same_v<Acc, float>) {
+    if (stride == 1 && n >= 16) {
+      int64_t i = 0;
+      for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 15) != 0; ++i) dst[i] = a0 * r0[i] + a1 * r1[i];
+      const __m128 v0 = _mm_set1_ps(a0), v1 = _mm_set1_ps(a1);
+      for (; i + 4 <= n; i += 4) {
+        const __m128 sum = _mm_add_ps(_mm_mul_ps(v0, _mm_loadu_ps(r0 + i)), _mm_mul_ps(v1, _mm_loadu_ps(r1 + i)));
+        _mm_stream_ps(dst + i, sum);
+      }
+      for (; i < n; ++i) dst[i] = a0 * r0[i] + a1 * r1[i];
+      return;
+    }
+  }
+#endif
+  if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = store_as<T>(a0 * r0[i] + a1 * r1[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i * stride] = store_as<T>(a0 * r0[i] + a1 * r1[i]);
+  }
+}
+
+// Orders this thread's non-temporal stores before the task ends.
+inline void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+// acc[i] = (acc[i] +) sum over m < M of w[m] * rows[m][i * stride], summed in order m = 0, 1, ...
+template <int M, bool kFirst, bool kUnit, class T, class Acc>
+inline void sum_group(Acc* acc, const T* const* rows, const Acc* w, int64_t stride, int64_t n) {
+  const T* r[M];
+  Acc wt[M];
+  for (int m = 0; m < M; ++m) {
+    r[m] = rows[m];
+    wt[m] = w[m];
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t at = kUnit ? i : i * stride;
+    Acc sum = kFirst ? wt[0] * load_as<Acc>(r[0][at]) : acc[i] + wt[0] * load_as<Acc>(r[0][at]);
+    for (int m = 1; m < M; ++m) sum += wt[m] * load_as<Acc>(r[m][at]);
+    acc[i] = sum;
+  }
+}
+
+template <bool kFirst, bool kUnit, class T, class Acc>
+inline void sum_group_of(int64_t m, Acc* acc, const T* const* rows, const Acc* w, int64_t stride, int64_t n) {
+  switch (m) {
+    case 1:
+      return sum_group<1, kFirst, kUnit>(acc, rows, w, stride, n);
+    case 2:
+      return sum_group<2, kFirst, kUnit>(acc, rows, w, stride, n);
+    case 3:
+      return sum_group<3, kFirst, kUnit>(acc, rows, w, stride, n);
+    default:
+      return sum_group<4, kFirst, kUnit>(acc, rows, w, stride, n);
+  }
+}
+
+// acc[i] = sum over k < count (>= 1) of w[k] * rows[k][i * stride], in order k = 0, 1, ...: up to four
+// rows per pass, so the accumulator row is read and written once per four source rows.
+template <class T, class Acc>
+SG_SIMD_CLONES void weighted_rows(Acc* acc, const T* const* rows, const Acc* w, int64_t count, int64_t stride,
+                                  int64_t n) {
+  for (int64_t k = 0; k < count; k += 4) {
+    const int64_t m = std::min<int64_t>(4, count - k);
+    if (stride == 1) {
+      if (k == 0) {
+        sum_group_of<true, true>(m, acc, rows + k, w + k, stride, n);
+      } else {
+        sum_group_of<false, true>(m, acc, rows + k, w + k, stride, n);
+      }
+    } else {
+      if (k == 0) {
+        sum_group_of<true, false>(m, acc, rows + k, w + k, stride, n);
+      } else {
+        sum_group_of<false, false>(m, acc, rows + k, w + k, stride, n);
+      }
+    }
+  }
+}
+
+template <class T, class Acc>
+inline void store_row(T* dst, int64_t stride, const Acc* src, int64_t n) {
+  if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = store_as<T>(src[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i * stride] = store_as<T>(src[i]);
+  }
+}
+
+// store_row for rows that are not read back soon: for float32, non-temporal stores skip the
+// read-for-ownership of each written line. The task must end with stream_fence().
+template <class T, class Acc>
+inline void store_row_streaming(T* dst, int64_t stride, const Acc* src, int64_t n) {
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<Acc, float>) {
+    if (stride == 1 && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
+      int64_t i = 0;
+      for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+      for (; i < n; ++i) dst[i] = src[i];
+      return;
+    }
+  }
+#endif
+  store_row(dst, stride, src, n);
+}
+
+template <class T>
+inline void zero_row(T* dst, int64_t stride, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i * stride] = store_as<T>(AccType<T>(0));
+}
+
+// Asks for the cache lines of a contiguous row (a hint: no effect on results), into L2 rather than
+// L1: measured faster in both backward kernels, as L1 prefetches evicted lines still in use.
+template <class T>
+inline void prefetch_row(const T* row, int64_t n) {
+  const char* bytes = reinterpret_cast<const char*>(row);
+  const int64_t len = n * static_cast<int64_t>(sizeof(T));
+  for (int64_t off = 0; off < len; off += 64) __builtin_prefetch(bytes + off, 0, 2);
+}
+
+std::vector<int64_t> scaled(const std::vector<int64_t>& index, int64_t stride) {
+  std::vector<int64_t> out(index.size());
+  for (size_t i = 0; i < index.size(); ++i) out[i] = index[i] * stride;
+  return out;
+}
+
+// ---- forward ------------------------------------------------------------------------------------------------
+// Separable: each needed input row is interpolated along W once into a row buffer, then every output
+// row blends two such buffers along H. Tasks own ranges of output rows.
+
+// NCHW: the W axis is innermost; planes are (n, c).
+template <class T>
+void forward_nchw(const TensorView& input, const TensorView& output, const Tables<AccType<T>>& tab) {
+  using Acc = AccType<T>;
+  const Strides is = strides_of(input, Layout::kNCHW), os = strides_of(output, Layout::kNCHW);
+  const int64_t channels = input.size(1), planes = input.size(0) * channels;
+  const int64_t out_h = tab.h.out, out_w = tab.w.out;
+  const std::vector<int64_t> col0 = scaled(tab.w.i0, is.w), col1 = scaled(tab.w.i1, is.w);
+  const T* in = input.data<T>();
+  T* out = output.data<T>();
+  const int64_t work_per_row = 3 * out_w + 8;
+  parallel_for(0, planes * out_h, kMinWorkPerTask / work_per_row + 1, [&](int64_t lo, int64_t hi) {
+    RowPairCache<Acc> cache(out_w);
+    const Acc* lw0 = tab.w.l0.data();
+    const Acc* lw1 = tab.w.l1.data();
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t plane = item / out_h, oh = item % out_h;
+      const int64_t n = plane / channels, c = plane % channels;
+      const T* src = in + n * is.n + c * is.c;
+      const auto rows = cache.get(plane, tab.h.i0[oh], tab.h.i1[oh], [&](int64_t ih, Acc* buf) {
+        const T* row = src + ih * is.h;
+        for (int64_t ow = 0; ow < out_w; ++ow)
+          buf[ow] = lw0[ow] * load_as<Acc>(row[col0[ow]]) + lw1[ow] * load_as<Acc>(row[col1[ow]]);
+      });
+      T* dst = out + n * os.n + c * os.c + oh * os.h;
+      blend_store(dst, os.w, rows.first, rows.second, tab.h.l0[oh], tab.h.l1[oh], out_w);
+    }
+  });
+}
+
+// NHWC: channels innermost; a row buffer holds (ow, c) for all channels; planes are n.
+template <class T>
+void forward_nhwc(const TensorView& input, const TensorView& output, const Tables<AccType<T>>& tab) {
+  using Acc = AccType<T>;
+  const Strides is = strides_of(input, Layout::kNHWC), os = strides_of(output, Layout::kNHWC);
+  const int64_t channels = input.size(3), batch = input.size(0);
+  const int64_t out_h = tab.h.out, out_w = tab.w.out;
+  const std::vector<int64_t> col0 = scaled(tab.w.i0, is.w), col1 = scaled(tab.w.i1, is.w);
+  const T* in = input.data<T>();
+  T* out = output.data<T>();
+  const int64_t row_len = out_w * channels;
+  const int64_t work_per_row = 3 * row_len + 8;
+  // Output rows whose (ow, c) elements are one contiguous run store in a single pass.
+  const bool dense_out = os.c == 1 && os.w == channels;
+  const bool stream = worth_streaming(output);
+  parallel_for(0, batch * out_h, kMinWorkPerTask / work_per_row + 1, [&](int64_t lo, int64_t hi) {
+    RowPairCache<Acc> cache(row_len);
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t n = item / out_h, oh = item % out_h;
+      const T* src = in + n * is.n;
+      const auto rows = cache.get(n, tab.h.i0[oh], tab.h.i1[oh], [&](int64_t ih, Acc* buf) {
+        const T* row = src + ih * is.h;
+        for (int64_t ow = 0; ow < out_w; ++ow) {
+          const T* p0 = row + col0[ow];
+          const T* p1 = row + col1[ow];
+          const Acc w0 = tab.w.l0[ow], w1 = tab.w.l1[ow];
+          Acc* b = buf + ow * channels;
+          if (is.c == 1) {
+            for (int64_t c = 0; c < channels; ++c) b[c] = w0 * load_as<Acc>(p0[c]) + w1 * load_as<Acc>(p1[c]);
+          } else {
+            for (int64_t c = 0; c < channels; ++c)
+              b[c] = w0 * load_as<Acc>(p0[c * is.c]) + w1 * load_as<Acc>(p1[c * is.c]);
+          }
+        }
+      });
+      T* dst = out + n * os.n + oh * os.h;
+      const Acc a0 = tab.h.l0[oh], a1 = tab.h.l1[oh];
+      if (dense_out && stream) {
+        blend_store<true>(dst, 1, rows.first, rows.second, a0, a1, row_len);
+      } else if (dense_out) {
+        blend_store(dst, 1, rows.first, rows.second, a0, a1, row_len);
+      } else {
+        for (int64_t ow = 0; ow < out_w; ++ow)
+          blend_store(dst + ow * os.w, os.c, rows.first + ow * channels, rows.second + ow * channels, a0, a1,
+                      channels);
+      }
+    }
+    stream_fence();
+  });
+}
+
+// ---- backward -----------------------------------------------------------------------------------------------
+// Gather form, separable: a task owns whole grad_input rows. For input row ih it sums the weighted
+// grad_output rows whose stencil touches ih (contract H, contiguous), then gathers along W from that
+// buffer, and writes each grad_input element once. No zero-fill, no atomics.
+
+// NCHW: the W gather is what costs (a few scalar taps per element), so it runs on blocks of
+// kPlaneBlock planes at once: each plane's H-contracted row is transposed into (ow, plane) order,
+// and every tap then updates all planes of the block in one vector operation.
+constexpr int64_t kPlaneBlock = 8;
+constexpr int64_t kPrefetchRows = 1;  // how many input rows ahead to prefetch grad_output rows
+
+// gathered[iw][p] = sum over the sources e of iw of weight[e] * columns[source[e]][p], for the
+// kPlaneBlock planes p of a block at once.
+template <class Acc>
+SG_SIMD_CLONES void gather_plane_block(Acc* gathered, const Acc* columns, const int64_t* start, const int64_t* source,
+                                       const Acc* weight, int64_t in_w) {
+  for (int64_t iw = 0; iw < in_w; ++iw) {
+    Acc sum[kPlaneBlock] = {};
+    for (int64_t e = start[iw]; e < start[iw + 1]; ++e) {
+      const Acc w = weight[e];
+      const Acc* column = columns + source[e] * kPlaneBlock;
+      for (int64_t p = 0; p < kPlaneBlock; ++p) sum[p] += w * column[p];
+    }
+    for (int64_t p = 0; p < kPlaneBlock; ++p) gathered[iw * kPlaneBlock + p] = sum[p];
+  }
+}
+
+template <class T>
+void backward_nchw(const TensorView& grad_output, const TensorView& grad_input, const Tables<AccType<T>>& tab) {
+  using Acc = AccType<T>;
+  const Strides gs = strides_of(grad_output, Layout::kNCHW), is = strides_of(grad_input, Layout::kNCHW);
+  const int64_t channels = grad_input.size(1), planes = grad_input.size(0) * channels;
+  const int64_t blocks = (planes + kPlaneBlock - 1) / kPlaneBlock;
+  const int64_t in_h = tab.h.in, in_w = tab.w.in, out_w = tab.w.out;
+  const T* go = grad_output.data<T>();
+  T* gi = grad_input.data<T>();
+  const int64_t work_per_item = kPlaneBlock * ((tab.h.max_sources + 2) * out_w + 2 * in_w);
+  parallel_for(0, blocks * in_h, kMinWorkPerTask / work_per_item + 1, [&](int64_t lo, int64_t hi) {
+    std::vector<Acc> rows(static_cast<size_t>(kPlaneBlock * out_w));      // (plane, ow)
+    std::vector<Acc> columns(static_cast<size_t>(kPlaneBlock * out_w));   // (ow, plane)
+    std::vector<Acc> gathered(static_cast<size_t>(kPlaneBlock * in_w));   // (iw, plane)
+    std::vector<const T*> g_rows(static_cast<size_t>(tab.h.max_sources));
+    const int64_t* w_start = tab.w.start.data();
+    const int64_t* w_source = tab.w.source.data();
+    const Acc* w_weight = tab.w.weight.data();
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t block = item / in_h, ih = item % in_h;
+      const int64_t first_plane = block * kPlaneBlock, count = std::min(kPlaneBlock, planes - first_plane);
+      auto plane_offset = [&](int64_t p, const Strides& st) {
+        const int64_t plane = first_plane + p;
+        return (plane / channels) * st.n + (plane % channels) * st.c;
+      };
+      const int64_t e_begin = tab.h.start[ih], e_end = tab.h.start[ih + 1];
+      if (e_begin == e_end) {  // no output row reads this input row
+        for (int64_t p = 0; p < count; ++p) zero_row(gi + plane_offset(p, is) + ih * is.h, is.w, in_w);
+        continue;
+      }
+      // The grad_output rows of the next input row are mostly new: request them now, so their
+      // loads overlap this row's arithmetic (the hardware prefetcher misses these short rows).
+      // (Into L2 only: eight planes 2^k bytes apart share L1 sets.)
+      if (ih + kPrefetchRows < in_h && gs.w == 1) {
+        const int64_t next = ih + kPrefetchRows;
+        for (int64_t p = 0; p < count; ++p) {
+          const T* g_plane = go + plane_offset(p, gs);
+          for (int64_t e = tab.h.start[next]; e < tab.h.start[next + 1]; ++e)
+            prefetch_row(g_plane + tab.h.source[e] * gs.h, out_w);
+        }
+      }
+      for (int64_t p = 0; p < count; ++p) {
+        const T* g_plane = go + plane_offset(p, gs);
+        for (int64_t e = e_begin; e < e_end; ++e) g_rows[e - e_begin] = g_plane + tab.h.source[e] * gs.h;
+        Acc* row = rows.data() + p * out_w;
+        weighted_rows(row, g_rows.data(), tab.h.weight.data() + e_begin, e_end - e_begin, gs.w, out_w);
+        for (int64_t ow = 0; ow < out_w; ++ow) columns[ow * kPlaneBlock + p] = row[ow];
+      }
+      // Lanes p >= count hold stale values of an earlier block; they are computed but never stored.
+      gather_plane_block(gathered.data(), columns.data(), w_start, w_source, w_weight, in_w);
+      for (int64_t p = 0; p < count; ++p) {
+        T* dst = gi + plane_offset(p, is) + ih * is.h;
+        const Acc* src = gathered.data() + p;
+        if (is.w == 1) {
+          for (int64_t iw = 0; iw < in_w; ++iw) dst[iw] = store_as<T>(src[iw * kPlaneBlock]);
+        } else {
+          for (int64_t iw = 0; iw < in_w; ++iw) dst[iw * is.w] = store_as<T>(src[iw * kPlaneBlock]);
+        }
+      }
+    }
+  });
+}
+
+// A run of input columns [iw_begin, iw_end) and the output columns [ow_begin, ow_end) their
+// gathers read (empty when none of them is read).
+struct ColumnChunk {
+  int64_t iw_begin, iw_end, ow_begin, ow_end;
+};
+
+// Splits the input columns into runs whose H-contracted (ow, c) buffer holds about
+// kChunkElements values, so that it stays in L1 between the H and W passes.
+template <class Acc>
+std::vector<ColumnChunk> column_chunks(const detail::LinearAxis<Acc>& w_axis, int64_t channels) {
+  constexpr int64_t kChunkElements = 4096;
+  const int64_t per_input = (w_axis.out + w_axis.in - 1) / w_axis.in + 1;  // output columns per input column
+  const int64_t width = std::clamp<int64_t>(kChunkElements / std::max<int64_t>(1, channels * per_input), 1, w_axis.in);
+  std::vector<ColumnChunk> chunks;
+  for (int64_t a = 0; a < w_axis.in; a += width) {
+    const int64_t b = std::min(a + width, w_axis.in);
+    ColumnChunk chunk{a, b, 0, 0};
+    const int64_t e_begin = w_axis.start[a], e_end = w_axis.start[b];
+    if (e_begin < e_end) {
+      const auto range = std::minmax_element(w_axis.source.begin() + e_begin, w_axis.source.begin() + e_end);
+      chunk.ow_begin = *range.first;
+      chunk.ow_end = *range.second + 1;
+    }
+    chunks.push_back(chunk);
+  }
+  return chunks;
+}
+
+// NHWC: channels innermost, so both passes vectorise over (ow, c) / c. Input columns are processed
+// in chunks (column_chunks) to keep the H-contracted buffer in L1.
+template <class T>
+void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, const Tables<AccType<T>>& tab) {
+  using Acc = AccType<T>;
+  const Strides gs = strides_of(grad_output, Layout::kNHWC), is = strides_of(grad_input, Layout::kNHWC);
+  const int64_t channels = grad_input.size(3), batch = grad_input.size(0);
+  const int64_t in_h = tab.h.in, in_w = tab.w.in, out_w = tab.w.out;
+  const T* go = grad_output.data<T>();
+  T* gi = grad_input.data<T>();
+  const bool dense_g = gs.c == 1 && gs.w == channels;
+  const bool stream = worth_streaming(grad_input);
+  const std::vector<ColumnChunk> chunks = column_chunks(tab.w, channels);
+  int64_t max_chunk_outputs = 0;
+  for (const ColumnChunk& chunk : chunks) {
+    max_chunk_outputs = std::max(max_chunk_outputs, chunk.ow_end - chunk.ow_begin);
+  }
+  const int64_t work_per_row = ((tab.h.max_sources + 1) * out_w + 2 * out_w + in_w) * channels;
+  parallel_for(0, batch * in_h, kMinWorkPerTask / work_per_row + 1, [&](int64_t lo, int64_t hi) {
+    std::vector<Acc> rows(static_cast<size_t>(max_chunk_outputs * channels));  // (ow - ow_begin, c)
+    std::vector<Acc> sum(static_cast<size_t>(channels));
+    std::vector<const T*> g_rows(static_cast<size_t>(tab.h.max_sources));
+    std::vector<const Acc*> r_rows(static_cast<size_t>(tab.w.max_sources));
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t n = item / in_h, ih = item % in_h;
+      T* dst = gi + n * is.n + ih * is.h;
+      const int64_t e_begin = tab.h.start[ih], e_end = tab.h.start[ih + 1];
+      if (e_begin == e_end) {
+        for (int64_t iw = 0; iw < in_w; ++iw) zero_row(dst + iw * is.w, is.c, channels);
+        continue;
+      }
+      const T* g_image = go + n * gs.n;
+      if (ih + 1 < in_h && dense_g) {  // as in backward_nchw: overlap the next row's new loads with this row
+        for (int64_t e = tab.h.start[ih + 1]; e < tab.h.start[ih + 2]; ++e) {
+          if (tab.h.source[e] > tab.h.source[e_end - 1]) {  // not read by this row
+            prefetch_row(g_image + tab.h.source[e] * gs.h, out_w * channels);
+          }
+        }
+      }
+      const int64_t h_count = e_end - e_begin;
+      const Acc* h_weight = tab.h.weight.data() + e_begin;
+      for (const ColumnChunk& chunk : chunks) {
+        // H pass over the output columns the chunk reads.
+        const int64_t ow0 = chunk.ow_begin, width = chunk.ow_end - chunk.ow_begin;
+        if (dense_g) {
+          for (int64_t k = 0; k < h_count; ++k) g_rows[k] = g_image + tab.h.source[e_begin + k] * gs.h + ow0 * gs.w;
+          if (width > 0) weighted_rows(rows.data(), g_rows.data(), h_weight, h_count, 1, width * channels);
+        } else {
+          for (int64_t ow = 0; ow < width; ++ow) {
+            for (int64_t k = 0; k < h_count; ++k)
+              g_rows[k] = g_image + tab.h.source[e_begin + k] * gs.h + (ow0 + ow) * gs.w;
+            weighted_rows(rows.data() + ow * channels, g_rows.data(), h_weight, h_count, gs.c, channels);
+          }
+        }
+        // W gather.
+        for (int64_t iw = chunk.iw_begin; iw < chunk.iw_end; ++iw) {
+          const int64_t e0 = tab.w.start[iw], w_count = tab.w.start[iw + 1] - e0;
+          T* out_px = dst + iw * is.w;
+          if (w_count == 0) {
+            zero_row(out_px, is.c, channels);
+            continue;
+          }
+          for (int64_t k = 0; k < w_count; ++k) r_rows[k] = rows.data() + (tab.w.source[e0 + k] - ow0) * channels;
+          weighted_rows(sum.data(), r_rows.data(), tab.w.weight.data() + e0, w_count, 1, channels);
+          if (stream) {
+            store_row_streaming(out_px, is.c, sum.data(), channels);
+          } else {
+            store_row(out_px, is.c, sum.data(), channels);
+          }
+        }
+      }
+    }
+    stream_fence();
+  });
+}
+
+}  // namespace
+
+const char* layout_name(Layout layout) {
+  switch (layout) {
+    case Layout::kNCHW:
+      return "NCHW";
+    case Layout::kNHWC:
+      return "NHWC";
+  }
+  return "unknown";
+}
+
+Layout parse_layout(const char* op, const std::string& name) {
+  std::string upper(name);
+  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (upper == "NCHW") return Layout::kNCHW;
+  if (upper == "NHWC") return Layout::kNHWC;
+  detail::fail(ErrorKind::kInvalidArgument, op, "(): expected layout \"NCHW\" or \"NHWC\", but got \"", name, "\"");
+}
+
+std::vector<int64_t> upsample_bilinear2d_output_size(const std::vector<int64_t>& input_shape, double scales_h,
+                                                     double scales_w, Layout layout) {
+  check_layout(kForward, layout);
+  SG_CHECK(input_shape.size() == 4, kForward, "(): expected input to be 4-D ", order_of(layout), ", but got ",
+           input_shape.size(), "-D tensor of shape ", format_list(input_shape));
+  SG_CHECK(std::isfinite(scales_h) && std::isfinite(scales_w) && scales_h > 0 && scales_w > 0, kForward,
+           "(): expected scale factors that are finite and > 0 when no output_size is given, but got (", scales_h,
+           ", ", scales_w, ")");
+  const Dims d = dims_of(layout);
+  std::vector<int64_t> out(2);
+  const int64_t in[2] = {input_shape[d.h], input_shape[d.w]};
+  const double scales[2] = {scales_h, scales_w};
+  for (int k = 0; k < 2; ++k) {
+    // As PyTorch: floor of the double product (truncation, the product being positive).
+    const double size = std::floor(static_cast<double>(in[k]) * scales[k]);
+    SG_CHECK_KIND(size < 9.2e18, kOverflow, kForward, "(): expected an output size that fits in int64, but got ",
+                  in[k], " * ", scales[k]);
+    out[k] = static_cast<int64_t>(size);
+    SG_CHECK(out[k] >= 1, kForward, "(): expected output sizes floor(input size * scale factor) >= 1, but got floor(",
+             in[k], " * ", scales[k], ") = ", out[k], " for ", k == 0 ? "H" : "W");
+  }
+  return out;
+}
+
+std::vector<int64_t> upsample_bilinear2d_output_shape(const std::vector<int64_t>& input_shape,
+                                                      const std::vector<int64_t>& output_size, Layout layout) {
+  check_layout(kForward, layout);
+  SG_CHECK(input_shape.size() == 4, kForward, "(): expected input to be 4-D ", order_of(layout), ", but got ",
+           input_shape.size(), "-D tensor of shape ", format_list(input_shape));
+  check_output_size(kForward, output_size);
+  check_input_spatial(kForward, "input", input_shape, layout);
+  const Dims d = dims_of(layout);
+  return shape_in(layout, input_shape[d.n], input_shape[d.c], output_size[0], output_size[1]);
+}
+
+void upsample_bilinear2d(const TensorView& input, const std::vector<int64_t>& output_size, bool align_corners,
+                         double scales_h, double scales_w, Layout layout, const TensorView& output) {
+  detail::check_shape(kForward, "output", output, upsample_bilinear2d_output_shape(input.sizes(), output_size, layout));
+  const Dims d = dims_of(layout);
+  const int64_t in_h = input.size(d.h), in_w = input.size(d.w), out_h = output_size[0], out_w = output_size[1];
+  detail::check_same_dtype(kForward, "output", output, "input", input);
+  dispatch_floating(input.dtype(), kForward, "input", [&](auto tag) {
+    using T = decltype(tag);
+    if (output.is_empty()) return;
+    const auto tab = make_tables<AccType<T>>(in_h, in_w, out_h, out_w, align_corners, scales_h, scales_w);
+    if (layout == Layout::kNCHW) {
+      forward_nchw<T>(input, output, tab);
+    } else {
+      forward_nhwc<T>(input, output, tab);
+    }
+  });
+}
+
+void upsample_bilinear2d_backward(const TensorView& grad_output, const std::vector<int64_t>& output_size,
+                                  const std::vector<int64_t>& input_size, bool align_corners, double scales_h,
+                                  double scales_w, Layout layout, const TensorView& grad_input) {
+  check_layout(kBackward, layout);
+  detail::check_dim(kBackward, "grad_output", grad_output, 4);
+  SG_CHECK(input_size.size() == 4, kBackward, "(): expected input_size to have 4 entries ", order_of(layout),
+           ", but got ", input_size.size(), " (", format_list(input_size, "[", "]"), ")");
+  check_output_size(kBackward, output_size);
+  check_input_spatial(kBackward, "input_size", input_size, layout);
+  const Dims d = dims_of(layout);
+  const int64_t in_h = input_size[d.h], in_w = input_size[d.w], out_h = output_size[0], out_w = output_size[1];
+  detail::check_shape(kBackward, "grad_output", grad_output,
+                      shape_in(layout, input_size[d.n], input_size[d.c], out_h, out_w));
+  detail::check_shape(kBackward, "grad_input", grad_input, input_size);
+  detail::check_same_dtype(kBackward, "grad_input", grad_input, "grad_output", grad_output);
+  dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
+    using T = decltype(tag);
+    if (grad_input.is_empty()) return;
+    const auto tab = make_tables<AccType<T>>(in_h, in_w, out_h, out_w, align_corners, scales_h, scales_w);
+    if (layout == Layout::kNCHW) {
+      backward_nchw<T>(grad_output, grad_input, tab);
+    } else {
+      backward_nhwc<T>(grad_output, grad_input, tab);
+    }
+  });
+}
+
+}  // namespace spatialgrad

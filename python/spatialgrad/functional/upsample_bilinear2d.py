@@ -1,0 +1,136 @@
+"""Bilinear 2-D upsampling (PyTorch ``upsample_bilinear2d`` / aclnnUpsampleBilinear2d semantics)."""
+from __future__ import annotations
+
+import operator
+from typing import Optional, Sequence, Union
+
+import numpy as np
+
+from .. import _core
+from ._args import IntOrPair, int_list
+
+__all__ = ["upsample_bilinear2d", "upsample_bilinear2d_backward"]
+
+FloatOrPair = Union[float, Sequence[float]]
+
+
+def _size_pair(value: IntOrPair, name: str, op: str) -> list[int]:
+    """An int means the same size for H and W; a sequence is passed on (the core checks it has 2 entries)."""
+    sizes = int_list(value, name, op)
+    try:
+        operator.index(value)
+        return sizes * 2
+    except TypeError:
+        return sizes
+
+
+def _scale_pair(value: Optional[FloatOrPair], name: str, op: str) -> tuple[float, float]:
+    """None -> (0, 0) ("not given"); a number -> the same for H and W; else exactly two numbers."""
+    if value is None:
+        return 0.0, 0.0
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{op}(): expected {name} to be a number or a pair of numbers, but got {value!r}")
+    if np.ndim(value) == 0:
+        values = [value]
+    else:
+        values = list(value)
+    try:
+        values = [0.0 if v is None else float(v) for v in values]
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}(): expected {name} to be a number or a pair of numbers, but got {value!r}") from None
+    if len(values) == 1:
+        return values[0], values[0]
+    if len(values) != 2:
+        raise ValueError(f"{op}(): expected {name} to have 2 entries (H, W), but got {len(values)} ({value!r})")
+    return values[0], values[1]
+
+
+def _scale(value: Optional[float], name: str, op: str) -> float:
+    """One scale: None -> 0.0 ("not given")."""
+    if value is not None and (isinstance(value, (str, bytes)) or np.ndim(value) != 0):
+        raise TypeError(f"{op}(): expected {name} to be a number or None, but got {value!r}")
+    return _scale_pair(value, name, op)[0]
+
+
+def _array(value, name: str, op: str) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        raise TypeError(f"{op}(): expected {name} to be a NumPy array, but got {type(value).__name__}")
+    return value
+
+
+def _layout(layout: str, op: str) -> str:
+    if not isinstance(layout, str):
+        raise TypeError(f"{op}(): expected layout to be a string (\"NCHW\" or \"NHWC\"), but got {layout!r}")
+    return layout  # the core parses it (case-insensitive) and rejects unknown names with a ValueError
+
+
+def upsample_bilinear2d(
+    input: np.ndarray,
+    output_size: Optional[IntOrPair] = None,
+    scale_factor: Optional[FloatOrPair] = None,
+    align_corners: bool = False,
+    layout: str = "NCHW",
+) -> np.ndarray:
+    """Bilinear resampling of the two spatial dimensions.
+
+    Args:
+        input: ``(N, C, H, W)`` array (``(N, H, W, C)`` when ``layout="NHWC"``), float32 or float64,
+            any strides; H, W >= 1 (N or C may be 0: the result is empty).
+        output_size: ``s`` or ``(oH, oW)``, each >= 1.
+        scale_factor: ``f`` or ``(fH, fW)``. Give ``output_size``, ``scale_factor`` or both: with only
+            scale factors the output size is ``floor(in * f)``; with both, ``output_size`` fixes the
+            shape and the factors fix the coordinate ratio (``1 / f``), as in aclnn and
+            ``torch.ops.aten.upsample_bilinear2d``. A factor <= 0 counts as not given.
+        align_corners: map the corner pixel centres onto each other (ratio ``(in - 1) / (out - 1)``);
+            the scale factors are then ignored.
+        layout: ``"NCHW"`` or ``"NHWC"`` (case-insensitive).
+
+    Returns:
+        ``(N, C, oH, oW)`` (or ``(N, oH, oW, C)``) array of the input dtype.
+
+    Raises:
+        ValueError: invalid sizes, unknown layout, neither output_size nor scale_factor.
+        TypeError: unsupported dtype or argument type.
+    """
+    op = "upsample_bilinear2d"
+    if output_size is None and scale_factor is None:
+        raise ValueError(f"{op}(): expected output_size or scale_factor, but got neither")
+    scales_h, scales_w = _scale_pair(scale_factor, "scale_factor", op)
+    size = None if output_size is None else _size_pair(output_size, "output_size", op)
+    return _core.upsample_bilinear2d(_array(input, "input", op), size, bool(align_corners), scales_h, scales_w,
+                                     _layout(layout, op))
+
+
+def upsample_bilinear2d_backward(
+    grad_output: np.ndarray,
+    output_size: IntOrPair,
+    input_size: Sequence[int],
+    align_corners: bool = False,
+    scales_h: Optional[float] = 0.0,
+    scales_w: Optional[float] = 0.0,
+    layout: str = "NCHW",
+) -> np.ndarray:
+    """Gradient of :func:`upsample_bilinear2d` with respect to its input (aclnnUpsampleBilinear2dBackwardV2).
+
+    Args:
+        grad_output: ``(N, C, oH, oW)`` (``(N, oH, oW, C)`` for NHWC) gradient of the output.
+        output_size: ``(oH, oW)`` (an int means both), each >= 1.
+        input_size: ``(N, C, H, W)`` (``(N, H, W, C)`` for NHWC) of the forward input.
+        align_corners: as in :func:`upsample_bilinear2d`.
+        scales_h, scales_w: the forward's scale factors; ``<= 0`` or ``None`` means not given. They change
+            only the coordinate ratio, never the sizes.
+        layout: ``"NCHW"`` or ``"NHWC"`` (case-insensitive).
+
+    Returns:
+        ``grad_input`` of shape ``input_size``.
+    """
+    op = "upsample_bilinear2d_backward"
+    return _core.upsample_bilinear2d_backward(
+        _array(grad_output, "grad_output", op),
+        _size_pair(output_size, "output_size", op),
+        int_list(input_size, "input_size", op),
+        bool(align_corners),
+        _scale(scales_h, "scales_h", op),
+        _scale(scales_w, "scales_w", op),
+        _layout(layout, op),
+    )
