@@ -22,3 +22,19 @@ def avg_pool2d_backward(
     count_include_pad: bool,
     divisor_override: int,
 ) -> np.ndarray: ...
+def grid_sampler_2d(
+    input: np.ndarray,
+    grid: np.ndarray,
+    interpolation_mode: int,
+    padding_mode: int,
+    align_corners: bool,
+) -> np.ndarray: ...
+def grid_sampler_2d_backward(
+    grad_output: np.ndarray,
+    input: np.ndarray,
+    grid: np.ndarray,
+    interpolation_mode: int,
+    padding_mode: int,
+    align_corners: bool,
+    output_mask: list[bool],
+) -> tuple[np.ndarray | None, np.ndarray | None]: ...

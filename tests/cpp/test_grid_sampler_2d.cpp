@@ -1,0 +1,3 @@
+#include "spatialgrad/grid_sampler_2d.h"
+
+#include <gtest/gtest.h>
