@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "detail/checks.h"
@@ -203,58 +204,81 @@ struct BilinearTable {
     });
   }
 
-  template <class T>
-  void forward(const Context<T>& ctx, const T* __restrict src, T* __restrict dst) const {
+  // kGroup channels at a time (planes src_step / dst_step apart), so each table entry is loaded once
+  // per group.
+  template <int kGroup, class T>
+  void forward(const Context<T>& ctx, const T* __restrict src, int64_t src_step, T* __restrict dst,
+               int64_t dst_step) const {
     const int64_t sH = ctx.input.s2, sW = ctx.input.s3, sHW = sH + sW;
     for (int64_t i = 0; i < inner; ++i) {
-      const T* s = src + inner_src[i];
-      const Acc v = load_as<Acc>(s[0]) * inner_w[0][i] + load_as<Acc>(s[sW]) * inner_w[1][i] +
-                    load_as<Acc>(s[sH]) * inner_w[2][i] + load_as<Acc>(s[sHW]) * inner_w[3][i];
-      dst[inner_at[i]] = store_as<T>(v);
+      const int64_t o = inner_src[i], at = inner_at[i];
+      const Acc w0 = inner_w[0][i], w1 = inner_w[1][i], w2 = inner_w[2][i], w3 = inner_w[3][i];
+      for (int k = 0; k < kGroup; ++k) {
+        const T* s = src + k * src_step + o;
+        dst[k * dst_step + at] = store_as<T>(load_as<Acc>(s[0]) * w0 + load_as<Acc>(s[sW]) * w1 +
+                                             load_as<Acc>(s[sH]) * w2 + load_as<Acc>(s[sHW]) * w3);
+      }
     }
     for (int64_t j = 0; j < edge; ++j) {
-      Acc v[4];
-      for (int k = 0; k < 4; ++k) v[k] = keep_if(load_as<Acc>(src[edge_src[k][j]]), edge_mask[k][j]);
-      dst[edge_at[j]] = store_as<T>(v[0] * edge_w[0][j] + v[1] * edge_w[1][j] + v[2] * edge_w[2][j] + v[3] * edge_w[3][j]);
+      for (int k = 0; k < kGroup; ++k) {
+        const T* s = src + k * src_step;
+        Acc v[4];
+        for (int q = 0; q < 4; ++q) v[q] = keep_if(load_as<Acc>(s[edge_src[q][j]]), edge_mask[q][j]);
+        dst[k * dst_step + edge_at[j]] =
+            store_as<T>(v[0] * edge_w[0][j] + v[1] * edge_w[1][j] + v[2] * edge_w[2][j] + v[3] * edge_w[3][j]);
+      }
     }
   }
 
-  // One channel of the backward: kScatter adds this table's share of grad_output plane g into the
-  // dense input-gradient plane gi (rows of W); kGrid adds d output / d coordinate * g into the per-slot
-  // grid-gradient sums ax, ay (PyTorch's CPU formula). Doing both in one sweep gives the same sums.
-  template <bool kScatter, bool kGrid, class T>
-  void backward(const Context<T>& ctx, const T* __restrict src, const T* __restrict g, Acc* __restrict gi,
-                Acc* __restrict ax, Acc* __restrict ay) const {
+  // kGroup channels of the backward (planes *_step apart): kScatter adds this table's share of the
+  // grad_output planes g into the dense input-gradient planes gi (rows of W); kGrid adds
+  // d output / d coordinate * g into the per-slot grid-gradient sums ax, ay (PyTorch's CPU formula),
+  // channel after channel. Either part alone, or both in one sweep, gives the same sums.
+  template <bool kScatter, bool kGrid, int kGroup, class T>
+  void backward(const Context<T>& ctx, const T* __restrict src, int64_t src_step, const T* __restrict g,
+                int64_t g_step, Acc* __restrict gi, int64_t gi_step, Acc* __restrict ax, Acc* __restrict ay) const {
     const int64_t sH = ctx.input.s2, sW = ctx.input.s3, sHW = sH + sW, W = ctx.W;
     for (int64_t i = 0; i < inner; ++i) {
-      const Acc gv = load_as<Acc>(g[inner_at[i]]);
-      if constexpr (kGrid) {
-        const T* s = src + inner_src[i];
-        const Acc nw = load_as<Acc>(s[0]), ne = load_as<Acc>(s[sW]), sw = load_as<Acc>(s[sH]),
-                  se = load_as<Acc>(s[sHW]);
-        ax[i] += ((ne - nw) * dist[1][i] + (se - sw) * dist[0][i]) * gv;
-        ay[i] += ((sw - nw) * dist[3][i] + (se - ne) * dist[2][i]) * gv;
+      const int64_t at = inner_at[i], o = inner_src[i], d = inner_dense[i];
+      Acc sx = kGrid ? ax[i] : Acc(0), sy = kGrid ? ay[i] : Acc(0);
+      for (int k = 0; k < kGroup; ++k) {
+        const Acc gv = load_as<Acc>(g[k * g_step + at]);
+        if constexpr (kGrid) {
+          const T* s = src + k * src_step + o;
+          const Acc nw = load_as<Acc>(s[0]), ne = load_as<Acc>(s[sW]), sw = load_as<Acc>(s[sH]),
+                    se = load_as<Acc>(s[sHW]);
+          sx += ((ne - nw) * dist[1][i] + (se - sw) * dist[0][i]) * gv;
+          sy += ((sw - nw) * dist[3][i] + (se - ne) * dist[2][i]) * gv;
+        }
+        if constexpr (kScatter) {
+          Acc* dd = gi + k * gi_step + d;
+          dd[0] += inner_w[0][i] * gv;
+          dd[1] += inner_w[1][i] * gv;
+          dd[W] += inner_w[2][i] * gv;
+          dd[W + 1] += inner_w[3][i] * gv;
+        }
       }
-      if constexpr (kScatter) {
-        Acc* d = gi + inner_dense[i];
-        d[0] += inner_w[0][i] * gv;
-        d[1] += inner_w[1][i] * gv;
-        d[W] += inner_w[2][i] * gv;
-        d[W + 1] += inner_w[3][i] * gv;
+      if constexpr (kGrid) {
+        ax[i] = sx;
+        ay[i] = sy;
       }
     }
     for (int64_t j = 0; j < edge; ++j) {
       const int64_t slot = kBlock + j;
-      const Acc gv = load_as<Acc>(g[edge_at[j]]);
-      if constexpr (kGrid) {
-        Acc v[4];
-        for (int k = 0; k < 4; ++k) v[k] = keep_if(load_as<Acc>(src[edge_src[k][j]]), edge_mask[k][j]);
-        ax[slot] += ((v[1] - v[0]) * dist[1][slot] + (v[3] - v[2]) * dist[0][slot]) * gv;
-        ay[slot] += ((v[2] - v[0]) * dist[3][slot] + (v[3] - v[1]) * dist[2][slot]) * gv;
-      }
-      if constexpr (kScatter) {
-        // A masked corner adds exactly +0 to pixel 0 (never 0 * Inf = NaN).
-        for (int k = 0; k < 4; ++k) gi[edge_dense[k][j]] += keep_if(edge_w[k][j] * gv, edge_mask[k][j]);
+      for (int k = 0; k < kGroup; ++k) {
+        const Acc gv = load_as<Acc>(g[k * g_step + edge_at[j]]);
+        if constexpr (kGrid) {
+          const T* s = src + k * src_step;
+          Acc v[4];
+          for (int q = 0; q < 4; ++q) v[q] = keep_if(load_as<Acc>(s[edge_src[q][j]]), edge_mask[q][j]);
+          ax[slot] += ((v[1] - v[0]) * dist[1][slot] + (v[3] - v[2]) * dist[0][slot]) * gv;
+          ay[slot] += ((v[2] - v[0]) * dist[3][slot] + (v[3] - v[1]) * dist[2][slot]) * gv;
+        }
+        if constexpr (kScatter) {
+          // A masked corner adds exactly +0 to pixel 0 (never 0 * Inf = NaN).
+          Acc* plane = gi + k * gi_step;
+          for (int q = 0; q < 4; ++q) plane[edge_dense[q][j]] += keep_if(edge_w[q][j] * gv, edge_mask[q][j]);
+        }
       }
     }
   }
@@ -305,16 +329,21 @@ struct NearestTable {
     });
   }
 
-  template <class T>
-  void forward(const Context<T>&, const T* __restrict src, T* __restrict dst) const {
-    for (int64_t i = 0; i < inside; ++i) dst[in_at[i]] = src[in_src[i]];
-    for (int64_t j = 0; j < outside; ++j) dst[out_at[j]] = store_as<T>(Acc(0));
+  template <int kGroup, class T>
+  void forward(const Context<T>&, const T* __restrict src, int64_t src_step, T* __restrict dst,
+               int64_t dst_step) const {
+    for (int64_t i = 0; i < inside; ++i)
+      for (int k = 0; k < kGroup; ++k) dst[k * dst_step + in_at[i]] = src[k * src_step + in_src[i]];
+    for (int64_t j = 0; j < outside; ++j)
+      for (int k = 0; k < kGroup; ++k) dst[k * dst_step + out_at[j]] = store_as<T>(Acc(0));
   }
 
-  template <bool kScatter, bool kGrid, class T>
-  void backward(const Context<T>&, const T*, const T* __restrict g, Acc* __restrict gi, Acc*, Acc*) const {
+  template <bool kScatter, bool kGrid, int kGroup, class T>
+  void backward(const Context<T>&, const T*, int64_t, const T* __restrict g, int64_t g_step, Acc* __restrict gi,
+                int64_t gi_step, Acc*, Acc*) const {
     static_assert(!kGrid, "nearest has no grid gradient");
-    for (int64_t i = 0; i < inside; ++i) gi[in_dense[i]] += load_as<Acc>(g[in_at[i]]);
+    for (int64_t i = 0; i < inside; ++i)
+      for (int k = 0; k < kGroup; ++k) gi[k * gi_step + in_dense[i]] += load_as<Acc>(g[k * g_step + in_at[i]]);
   }
 };
 
@@ -385,39 +414,45 @@ struct BicubicTable {
     });
   }
 
-  template <class T>
-  void forward(const Context<T>&, const T* __restrict src, T* __restrict dst) const {
+  template <int kGroup, class T>
+  void forward(const Context<T>&, const T* __restrict src, int64_t src_step, T* __restrict dst,
+               int64_t dst_step) const {
     for (int64_t p = 0; p < count; ++p) {
-      Acc rows[4];
-      for (int j = 0; j < 4; ++j) {
-        const T* row = src + src_y[j][p];
-        const Bits my = mask_y[j][p];
-        Acc sum = cx[0][p] * keep_if(load_as<Acc>(row[src_x[0][p]]), mask_x[0][p] & my);
-        for (int i = 1; i < 4; ++i) sum += cx[i][p] * keep_if(load_as<Acc>(row[src_x[i][p]]), mask_x[i][p] & my);
-        rows[j] = sum;
+      for (int k = 0; k < kGroup; ++k) {
+        Acc rows[4];
+        for (int j = 0; j < 4; ++j) {
+          const T* row = src + k * src_step + src_y[j][p];
+          const Bits my = mask_y[j][p];
+          Acc sum = cx[0][p] * keep_if(load_as<Acc>(row[src_x[0][p]]), mask_x[0][p] & my);
+          for (int i = 1; i < 4; ++i) sum += cx[i][p] * keep_if(load_as<Acc>(row[src_x[i][p]]), mask_x[i][p] & my);
+          rows[j] = sum;
+        }
+        dst[k * dst_step + at[p]] =
+            store_as<T>(cy[0][p] * rows[0] + cy[1][p] * rows[1] + cy[2][p] * rows[2] + cy[3][p] * rows[3]);
       }
-      dst[at[p]] = store_as<T>(cy[0][p] * rows[0] + cy[1][p] * rows[1] + cy[2][p] * rows[2] + cy[3][p] * rows[3]);
     }
   }
 
   // As BilinearTable::backward, in PyTorch's tap order (x taps outside, y taps inside).
-  template <bool kScatter, bool kGrid, class T>
-  void backward(const Context<T>&, const T* __restrict src, const T* __restrict g, Acc* __restrict gi,
-                Acc* __restrict ax, Acc* __restrict ay) const {
+  template <bool kScatter, bool kGrid, int kGroup, class T>
+  void backward(const Context<T>&, const T* __restrict src, int64_t src_step, const T* __restrict g, int64_t g_step,
+                Acc* __restrict gi, int64_t gi_step, Acc* __restrict ax, Acc* __restrict ay) const {
     for (int64_t p = 0; p < count; ++p) {
-      const Acc gv = load_as<Acc>(g[at[p]]);
       Acc sx = kGrid ? ax[p] : Acc(0), sy = kGrid ? ay[p] : Acc(0);
-      for (int i = 0; i < 4; ++i) {
-        const T* column = src + src_x[i][p];
-        const Acc gx = gv * cx[i][p];
-        Acc* gi_column = gi + dense_x[i][p];
-        for (int j = 0; j < 4; ++j) {
-          const Bits keep = mask_x[i][p] & mask_y[j][p];
-          if constexpr (kScatter) gi_column[dense_y[j][p]] += keep_if(gx * cy[j][p], keep);
-          if constexpr (kGrid) {
-            const Acc vg = keep_if(load_as<Acc>(column[src_y[j][p]]), keep) * gv;
-            sx -= vg * dx[i][p] * cy[j][p];
-            sy -= vg * dy[j][p] * cx[i][p];
+      for (int k = 0; k < kGroup; ++k) {
+        const Acc gv = load_as<Acc>(g[k * g_step + at[p]]);
+        for (int i = 0; i < 4; ++i) {
+          const T* column = src + k * src_step + src_x[i][p];
+          const Acc gx = gv * cx[i][p];
+          Acc* gi_column = gi + k * gi_step + dense_x[i][p];
+          for (int j = 0; j < 4; ++j) {
+            const Bits keep = mask_x[i][p] & mask_y[j][p];
+            if constexpr (kScatter) gi_column[dense_y[j][p]] += keep_if(gx * cy[j][p], keep);
+            if constexpr (kGrid) {
+              const Acc vg = keep_if(load_as<Acc>(column[src_y[j][p]]), keep) * gv;
+              sx -= vg * dx[i][p] * cy[j][p];
+              sy -= vg * dy[j][p] * cx[i][p];
+            }
           }
         }
       }
@@ -451,6 +486,17 @@ std::unique_ptr<Table[]> new_tables(int64_t count) {
 // stream from L2. `run` is the number of blocks per run: at most kMaxRunBlocks, fewer when there are
 // too few runs to give every thread two.
 constexpr int64_t kMaxRunBlocks = 16;
+
+// Channels handled per table sweep (each table entry is loaded once per group).
+constexpr int kChannelGroup = 4;
+
+// Calls fn(std::integral_constant<int, G>{}, c) for the groups [c, c + G) that cover [c0, c1).
+template <class Fn>
+void for_channel_groups(int64_t c0, int64_t c1, Fn&& fn) {
+  int64_t c = c0;
+  for (; c + kChannelGroup <= c1; c += kChannelGroup) fn(std::integral_constant<int, kChannelGroup>{}, c);
+  for (; c < c1; ++c) fn(std::integral_constant<int, 1>{}, c);
+}
 
 struct Runs {
   int64_t blocks_per_run, per_batch, count;
@@ -486,17 +532,19 @@ void forward_kernel(const Context<T>& ctx, const View4<T>& out) {
         for (int64_t b = b0; b < b1; ++b) tables[b - b0].build(ctx, n, b, false);
         built = run;
       }
-      for (int64_t c = c0; c < c1; ++c) {
+      for_channel_groups(c0, c1, [&](auto group, int64_t c) {
         const T* src = ctx.input.plane(n, c);
         T* dst = out.plane(n, c);
-        for (int64_t b = b0; b < b1; ++b) tables[b - b0].forward(ctx, src, dst);
-      }
+        for (int64_t b = b0; b < b1; ++b) {
+          tables[b - b0].template forward<decltype(group)::value>(ctx, src, ctx.input.s1, dst, out.s1);
+        }
+      });
     }
   });
 }
 
-// The input-gradient plane (n, c) as a dense Acc plane: grad_input itself when its planes are dense
-// rows of W, else a scratch plane that finish() copies out through the strides.
+// Input-gradient planes (n, c), (n, c + 1), ... as dense Acc planes step() apart: grad_input itself
+// when its planes are dense rows of W, else scratch planes that finish() copies out through the strides.
 template <class T>
 struct GradInputPlanes {
   using Acc = AccType<T>;
@@ -507,17 +555,21 @@ struct GradInputPlanes {
   GradInputPlanes(const TensorView& grad_input, int64_t H_, int64_t W_)
       : gi(view4<T>(grad_input)), H(H_), W(W_),
         direct(std::is_same_v<T, Acc> && gi.s3 == 1 && (gi.s2 == W_ || H_ == 1)) {}
-  std::vector<Acc> scratch() const { return std::vector<Acc>(direct ? 0 : static_cast<size_t>(H * W)); }
-  Acc* start(std::vector<Acc>& scratch, int64_t n, int64_t c) const {
-    Acc* plane = direct ? reinterpret_cast<Acc*>(gi.plane(n, c)) : scratch.data();
-    std::fill(plane, plane + H * W, Acc(0));
-    return plane;
+  int64_t step() const { return direct ? gi.s1 : H * W; }
+  std::vector<Acc> scratch() const { return std::vector<Acc>(direct ? 0 : static_cast<size_t>(kChannelGroup * H * W)); }
+  Acc* start(std::vector<Acc>& scratch, int64_t n, int64_t c, int count) const {
+    Acc* first = direct ? reinterpret_cast<Acc*>(gi.plane(n, c)) : scratch.data();
+    for (int k = 0; k < count; ++k) std::fill(first + k * step(), first + k * step() + H * W, Acc(0));
+    return first;
   }
-  void finish(const Acc* plane, int64_t n, int64_t c) const {
+  void finish(const Acc* first, int64_t n, int64_t c, int count) const {
     if (direct) return;
-    T* dst = gi.plane(n, c);
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t w = 0; w < W; ++w) dst[h * gi.s2 + w * gi.s3] = store_as<T>(plane[h * W + w]);
+    for (int k = 0; k < count; ++k) {
+      const Acc* plane = first + k * H * W;
+      T* dst = gi.plane(n, c + k);
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t w = 0; w < W; ++w) dst[h * gi.s2 + w * gi.s3] = store_as<T>(plane[h * W + w]);
+    }
   }
 };
 
@@ -563,16 +615,18 @@ void backward_kernel(const Context<T>& ctx, const View4<const T>& go, const Tens
           for (int64_t b = 0; b < ctx.blocks; ++b) tables[b].build(ctx, n, b, true);
           std::fill(ax.begin(), ax.end(), Acc(0));
           std::fill(ay.begin(), ay.end(), Acc(0));
-          for (int64_t c = 0; c < ctx.C; ++c) {
-            Acc* gi = planes.start(scratch, n, c);
+          for_channel_groups(0, ctx.C, [&](auto group, int64_t c) {
+            constexpr int kGroup = decltype(group)::value;
+            Acc* gi = planes.start(scratch, n, c, kGroup);
             const T* src = ctx.input.plane(n, c);
             const T* g = go.plane(n, c);
             for (int64_t b = 0; b < ctx.blocks; ++b) {
               const int64_t slots = 2 * kBlock * b;
-              tables[b].template backward<true, true>(ctx, src, g, gi, ax.data() + slots, ay.data() + slots);
+              tables[b].template backward<true, true, kGroup>(ctx, src, ctx.input.s1, g, go.s1, gi, planes.step(),
+                                                              ax.data() + slots, ay.data() + slots);
             }
-            planes.finish(gi, n, c);
-          }
+            planes.finish(gi, n, c, kGroup);
+          });
           for (int64_t b = 0; b < ctx.blocks; ++b) {
             const int64_t slots = 2 * kBlock * b;
             tables[b].write_grid_grad(ctx, *grad_grid, n, ax.data() + slots, ay.data() + slots);
@@ -601,15 +655,15 @@ void backward_kernel(const Context<T>& ctx, const View4<const T>& go, const Tens
           if (!with_grad) continue;
           std::fill(ax.begin(), ax.end(), Acc(0));
           std::fill(ay.begin(), ay.end(), Acc(0));
-          for (int64_t c = 0; c < ctx.C; ++c) {
+          for_channel_groups(0, ctx.C, [&](auto group, int64_t c) {
             const T* src = ctx.input.plane(n, c);
             const T* g = go.plane(n, c);
             for (int64_t b = b0; b < b1; ++b) {
               const int64_t slots = 2 * kBlock * (b - b0);
-              run_tables[b - b0].template backward<false, true>(ctx, src, g, nullptr, ax.data() + slots,
-                                                                ay.data() + slots);
+              run_tables[b - b0].template backward<false, true, decltype(group)::value>(
+                  ctx, src, ctx.input.s1, g, go.s1, nullptr, 0, ax.data() + slots, ay.data() + slots);
             }
-          }
+          });
           for (int64_t b = b0; b < b1; ++b) {
             const int64_t slots = 2 * kBlock * (b - b0);
             run_tables[b - b0].write_grid_grad(ctx, *grad_grid, n, ax.data() + slots, ay.data() + slots);
@@ -629,14 +683,16 @@ void backward_kernel(const Context<T>& ctx, const View4<const T>& go, const Tens
     std::vector<Acc> scratch = planes.scratch();
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t n = task / cblocks, c0 = (task % cblocks) * channel_block;
-      for (int64_t c = c0, c1 = std::min(ctx.C, c0 + channel_block); c < c1; ++c) {
-        Acc* gi = planes.start(scratch, n, c);
+      for_channel_groups(c0, std::min(ctx.C, c0 + channel_block), [&](auto group, int64_t c) {
+        constexpr int kGroup = decltype(group)::value;
+        Acc* gi = planes.start(scratch, n, c, kGroup);
         const T* g = go.plane(n, c);
         for (int64_t b = 0; b < ctx.blocks; ++b) {
-          tables[n * ctx.blocks + b].template backward<true, false>(ctx, static_cast<const T*>(nullptr), g, gi, nullptr, nullptr);
+          tables[n * ctx.blocks + b].template backward<true, false, kGroup>(
+              ctx, static_cast<const T*>(nullptr), 0, g, go.s1, gi, planes.step(), nullptr, nullptr);
         }
-        planes.finish(gi, n, c);
-      }
+        planes.finish(gi, n, c, kGroup);
+      });
     }
   });
 }
