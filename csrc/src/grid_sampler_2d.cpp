@@ -442,13 +442,12 @@ struct BicubicTable {
       for (int k = 0; k < kGroup; ++k) {
         const Acc gv = load_as<Acc>(g[k * g_step + at[p]]);
         for (int i = 0; i < 4; ++i) {
-          const T* column = src + k * src_step + src_x[i][p];
           const Acc gx = gv * cx[i][p];
-          Acc* gi_column = gi + k * gi_step + dense_x[i][p];
           for (int j = 0; j < 4; ++j) {
             const Bits keep = mask_x[i][p] & mask_y[j][p];
-            if constexpr (kScatter) gi_column[dense_y[j][p]] += keep_if(gx * cy[j][p], keep);
+            if constexpr (kScatter) gi[k * gi_step + dense_x[i][p] + dense_y[j][p]] += keep_if(gx * cy[j][p], keep);
             if constexpr (kGrid) {
+              const T* column = src + k * src_step + src_x[i][p];
               const Acc vg = keep_if(load_as<Acc>(column[src_y[j][p]]), keep) * gv;
               sx -= vg * dx[i][p] * cy[j][p];
               sy -= vg * dy[j][p] * cx[i][p];
