@@ -128,13 +128,14 @@ Context<T> make_context(const TensorView& input, const TensorView& grid, const T
 // Weights follow PyTorch's CPU kernel: with tx = x - floor(x), ty = y - floor(y),
 //   nw = (1-ty)(1-tx), ne = (1-ty)tx, sw = ty(1-tx), se = ty tx,
 // and an out-of-bounds corner reads as 0 (so a NaN coordinate, whose weights are NaN, gives NaN as in
-// PyTorch). Points with all four corners inside take the unmasked path.
+// PyTorch). Points with all four corners inside take the unmasked path; points with finite weights and
+// no corner inside ("dead") output 0, pass nothing to the input and 0 * g to the grid.
 template <class Acc>
 struct BilinearTable {
   static constexpr int64_t kCost = 12;  // rough operations per point and channel
   static constexpr bool kHasGridGrad = true;
   using Bits = MaskBits<Acc>;
-  int64_t inner, edge;
+  int64_t inner, edge, dead;
   // Points whose four corners are inside: nw corner (ne = +sW, sw = +sH, se = +sH+sW) and weights.
   int64_t inner_at[kBlock];     // offset of the point in an output / grad_output plane
   int64_t inner_src[kBlock];    // nw corner in an input plane
@@ -146,6 +147,8 @@ struct BilinearTable {
   int64_t edge_dense[4][kBlock];
   Acc edge_w[4][kBlock];
   Bits edge_mask[4][kBlock];
+  // Dead points; their grid-gradient slots are 2 * kBlock - 1 - m (edge + dead <= kBlock, so no overlap).
+  int64_t dead_at[kBlock];
   // Grid gradient only, per slot (inner slots, then edge slots at kBlock + j): the point, the distances
   // (ty, 1-ty, tx, 1-tx) and d coordinate / d grid value along x and y.
   int64_t point[2 * kBlock];
@@ -154,7 +157,7 @@ struct BilinearTable {
 
   template <class T>
   void build(const Context<T>& ctx, int64_t n, int64_t b, bool with_grad) {
-    inner = edge = 0;
+    inner = edge = dead = 0;
     const int64_t sH = ctx.input.s2, sW = ctx.input.s3, W = ctx.W, H = ctx.H;
     ctx.for_points(b, [&](int64_t p, int64_t h, int64_t w) {
       Acc gx, gy;
@@ -176,6 +179,22 @@ struct BilinearTable {
         inner_src[slot] = yi * sH + xi * sW;
         inner_dense[slot] = yi * W + xi;
         for (int k = 0; k < 4; ++k) inner_w[k][slot] = weights[k];
+      } else if (!(x_in[0] || x_in[1]) || !(y_in[0] || y_in[1])) {
+        if (std::isfinite(cx.value) && std::isfinite(cy.value)) {
+          const int64_t m = dead++;
+          slot = 2 * kBlock - 1 - m;
+          dead_at[m] = at;
+        } else {
+          // NaN / Inf coordinate: NaN weights, which the masked path turns into NaN like PyTorch.
+          const int64_t j = edge++;
+          slot = kBlock + j;
+          edge_at[j] = at;
+          for (int k = 0; k < 4; ++k) {
+            edge_src[k][j] = edge_dense[k][j] = 0;
+            edge_w[k][j] = weights[k];
+            edge_mask[k][j] = mask_of<Acc>(false);
+          }
+        }
       } else {
         const int64_t j = edge++;
         slot = kBlock + j;
@@ -228,6 +247,8 @@ struct BilinearTable {
             store_as<T>(v[0] * edge_w[0][j] + v[1] * edge_w[1][j] + v[2] * edge_w[2][j] + v[3] * edge_w[3][j]);
       }
     }
+    for (int64_t m = 0; m < dead; ++m)
+      for (int k = 0; k < kGroup; ++k) dst[k * dst_step + dead_at[m]] = store_as<T>(Acc(0));
   }
 
   // kGroup channels of the backward (planes *_step apart): kScatter adds this table's share of the
@@ -281,6 +302,17 @@ struct BilinearTable {
         }
       }
     }
+    if constexpr (kGrid) {
+      // All corners read 0: PyTorch's sum is 0 * g per channel (NaN when g is NaN or Inf).
+      for (int64_t m = 0; m < dead; ++m) {
+        const int64_t slot = 2 * kBlock - 1 - m;
+        for (int k = 0; k < kGroup; ++k) {
+          const Acc zero_term = Acc(0) * load_as<Acc>(g[k * g_step + dead_at[m]]);
+          ax[slot] += zero_term;
+          ay[slot] += zero_term;
+        }
+      }
+    }
   }
 
   template <class T>
@@ -293,6 +325,7 @@ struct BilinearTable {
     };
     for (int64_t i = 0; i < inner; ++i) write(i);
     for (int64_t j = 0; j < edge; ++j) write(kBlock + j);
+    for (int64_t m = 0; m < dead; ++m) write(2 * kBlock - 1 - m);
   }
 };
 
