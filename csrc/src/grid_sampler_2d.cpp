@@ -515,7 +515,7 @@ std::unique_ptr<Table[]> new_tables(int64_t count) {
 
 // Tables are grouped into runs of consecutive blocks of one batch. Kernels loop channels outside and
 // the run's points inside, so one input (or input-gradient) plane stays in L1 while the run's tables
-// stream from L2. `run` is the number of blocks per run: at most kMaxRunBlocks, fewer when there are
+// stream from L2. A run has at most kMaxRunBlocks blocks, fewer when there are
 // too few runs to give every thread two.
 constexpr int64_t kMaxRunBlocks = 16;
 
