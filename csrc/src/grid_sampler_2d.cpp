@@ -167,7 +167,8 @@ struct BilinearTable {
       const Acc x0 = std::floor(cx.value), y0 = std::floor(cy.value);
       const Acc tx = cx.value - x0, ty = cy.value - y0;
       const Acc ex = 1 - tx, sy = 1 - ty;
-      const Acc weights[4] = {sy * ex, sy * tx, ty * ex, ty * tx};
+      // Corner k = (row k / 2, column k % 2); computed where stored (a local array costs a stack round trip).
+      auto weight = [&](int k) { return (k < 2 ? sy : ty) * (k % 2 == 0 ? ex : tx); };
       const bool x_in[2] = {in_bounds(x0, W), in_bounds(x0 + 1, W)};
       const bool y_in[2] = {in_bounds(y0, H), in_bounds(y0 + 1, H)};
       const int64_t at = h * ctx.point_s2 + w * ctx.point_s3;
@@ -178,7 +179,10 @@ struct BilinearTable {
         inner_at[slot] = at;
         inner_src[slot] = yi * sH + xi * sW;
         inner_dense[slot] = yi * W + xi;
-        for (int k = 0; k < 4; ++k) inner_w[k][slot] = weights[k];
+        inner_w[0][slot] = sy * ex;
+        inner_w[1][slot] = sy * tx;
+        inner_w[2][slot] = ty * ex;
+        inner_w[3][slot] = ty * tx;
       } else if (!(x_in[0] || x_in[1]) || !(y_in[0] || y_in[1])) {
         if (std::isfinite(cx.value) && std::isfinite(cy.value)) {
           const int64_t m = dead++;
@@ -191,7 +195,7 @@ struct BilinearTable {
           edge_at[j] = at;
           for (int k = 0; k < 4; ++k) {
             edge_src[k][j] = edge_dense[k][j] = 0;
-            edge_w[k][j] = weights[k];
+            edge_w[k][j] = weight(k);
             edge_mask[k][j] = mask_of<Acc>(false);
           }
         }
@@ -207,7 +211,7 @@ struct BilinearTable {
           const bool inside = y_in[ky] && x_in[kx];
           edge_src[k][j] = inside ? ys[ky] * sH + xs[kx] * sW : 0;
           edge_dense[k][j] = inside ? ys[ky] * W + xs[kx] : 0;
-          edge_w[k][j] = weights[k];
+          edge_w[k][j] = weight(k);
           edge_mask[k][j] = mask_of<Acc>(inside);
         }
       }
