@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "spatialgrad/avg_pool2d.h"
+#include "spatialgrad/grid_sampler_2d.h"
 #include "spatialgrad/parallel.h"
 #include "spatialgrad/upsample_bilinear2d.h"
 
@@ -76,6 +77,27 @@ void BM_upsample_bilinear2d_backward(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>((g.data.size() + gi.data.size()) * sizeof(float)));
 }
 BENCHMARK(BM_upsample_bilinear2d_backward)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+// grid_sampler_2d at the standard shape: input (8,32,64,64), grid (8,64,64,2) uniform in [-1.1, 1.1].
+// Arg 0: threads; arg 1: interpolation mode (0 bilinear, 1 nearest, 2 bicubic); zeros padding.
+void BM_grid_sampler_2d_forward(benchmark::State& state) {
+  set_threads(state);
+  sg::GridSampler2dParams p;
+  p.interpolation_mode = state.range(1);
+  Buffer x({8, 32, 64, 64}, 1), grid({8, 64, 64, 2}, 2), y({8, 32, 64, 64});
+  for (auto& v : grid.data) v *= 1.1f;
+  for (auto _ : state) sg::grid_sampler_2d(x.view, grid.view, y.view, p);
+}
+BENCHMARK(BM_grid_sampler_2d_forward)->ArgsProduct({{1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_grid_sampler_2d_backward(benchmark::State& state) {
+  set_threads(state);
+  sg::GridSampler2dParams p;
+  p.interpolation_mode = state.range(1);
+  Buffer x({8, 32, 64, 64}, 1), grid({8, 64, 64, 2}, 2), g({8, 32, 64, 64}, 3), gi({8, 32, 64, 64}), gg({8, 64, 64, 2});
+  for (auto& v : grid.data) v *= 1.1f;
+  for (auto _ : state) sg::grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
+}
+BENCHMARK(BM_grid_sampler_2d_backward)->ArgsProduct({{1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

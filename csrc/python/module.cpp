@@ -14,4 +14,5 @@ PYBIND11_MODULE(_core, m) {
   m.def("get_num_threads", &sg::get_num_threads, "Threads used by spatialgrad kernels.");
   sg::python::bind_avg_pool2d(m);
   sg::python::bind_upsample_bilinear2d(m);
+  sg::python::bind_grid_sampler_2d(m);
 }

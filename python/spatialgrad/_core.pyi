@@ -39,3 +39,19 @@ def upsample_bilinear2d_backward(
     scales_w: float,
     layout: str,
 ) -> np.ndarray: ...
+def grid_sampler_2d(
+    input: np.ndarray,
+    grid: np.ndarray,
+    interpolation_mode: int,
+    padding_mode: int,
+    align_corners: bool,
+) -> np.ndarray: ...
+def grid_sampler_2d_backward(
+    grad_output: np.ndarray,
+    input: np.ndarray,
+    grid: np.ndarray,
+    interpolation_mode: int,
+    padding_mode: int,
+    align_corners: bool,
+    output_mask: list[bool],
+) -> tuple[np.ndarray | None, np.ndarray | None]: ...

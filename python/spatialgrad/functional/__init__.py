@@ -1,10 +1,13 @@
 """NumPy-level forward and backward functions, one module per operator."""
 from .avg_pool2d import avg_pool2d, avg_pool2d_backward
 from .upsample_bilinear2d import upsample_bilinear2d, upsample_bilinear2d_backward
+from .grid_sampler_2d import grid_sample, grid_sampler_2d_backward
 
 __all__ = [
     "avg_pool2d",
     "avg_pool2d_backward",
     "upsample_bilinear2d",
     "upsample_bilinear2d_backward",
+    "grid_sample",
+    "grid_sampler_2d_backward",
 ]

@@ -1,0 +1,26 @@
+"""grid_sampler_2d at the standard shape: input (8,32,64,64), grid (8,64,64,2) uniform in [-1.1,1.1], float32,
+zeros padding, align_corners=False; bilinear, nearest and bicubic."""
+import numpy as np
+import torch
+
+import spatialgrad as sg
+from common import Case, nbytes
+
+
+def cases(rng):
+    x = rng.standard_normal((8, 32, 64, 64)).astype(np.float32)
+    grid = rng.uniform(-1.1, 1.1, (8, 64, 64, 2)).astype(np.float32)
+    g = rng.standard_normal((8, 32, 64, 64)).astype(np.float32)
+    tx, tgrid, tg = torch.from_numpy(x), torch.from_numpy(grid), torch.from_numpy(g)
+    out = []
+    for mode, name in enumerate(["bilinear", "nearest", "bicubic"]):
+        variant = f"{name} zeros"
+        out.append(Case("grid_sampler_2d", variant, "forward", lambda name=name: sg.grid_sample(x, grid, name),
+                        lambda mode=mode: torch.ops.aten.grid_sampler_2d(tx, tgrid, mode, 0, False),
+                        "aten.grid_sampler_2d", nbytes(x, grid, g)))
+        out.append(Case("grid_sampler_2d", variant, "backward",
+                        lambda name=name: sg.grid_sampler_2d_backward(g, x, grid, name),
+                        lambda mode=mode: torch.ops.aten.grid_sampler_2d_backward(tg, tx, tgrid, mode, 0, False,
+                                                                                  [True, True]),
+                        "aten.grid_sampler_2d_backward", nbytes(g, x, grid, x, grid)))
+    return out

@@ -1,0 +1,41 @@
+// 2-D grid sampling (aclnnGridSampler2D / aclnnGridSampler2DBackward, PyTorch grid_sampler_2d semantics).
+//
+// Shapes: input (N, C, H, W), grid (N, Ho, Wo, 2), output / grad_output (N, C, Ho, Wo).
+// grid[n, ho, wo, 0] is x (along W) and grid[..., 1] is y (along H), normalised so that -1 and +1 are
+// the outer edges of the image (align_corners = false) or the centres of the corner pixels (true).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "spatialgrad/tensor.h"
+
+namespace spatialgrad {
+
+// The aclnn integers of the two mode arguments.
+enum class GridSamplerInterpolation : int64_t { kBilinear = 0, kNearest = 1, kBicubic = 2 };
+enum class GridSamplerPadding : int64_t { kZeros = 0, kBorder = 1, kReflection = 2 };
+
+struct GridSampler2dParams {
+  int64_t interpolation_mode = 0;  // GridSamplerInterpolation: 0 bilinear, 1 nearest, 2 bicubic
+  int64_t padding_mode = 0;        // GridSamplerPadding: 0 zeros, 1 border, 2 reflection
+  bool align_corners = false;
+};
+
+// (N, C, Ho, Wo) for input (N, C, H, W) and grid (N, Ho, Wo, 2); validates ranks and sizes.
+std::vector<int64_t> grid_sampler_2d_output_shape(const std::vector<int64_t>& input_shape,
+                                                  const std::vector<int64_t>& grid_shape);
+
+// output[n, c, ho, wo] = input[n, c] sampled at grid[n, ho, wo]. All views share one dtype.
+void grid_sampler_2d(const TensorView& input, const TensorView& grid, const TensorView& output,
+                     const GridSampler2dParams& params);
+
+// Gradients of sum(grad_output * grid_sampler_2d(input, grid)) with respect to input (grad_input, shaped
+// like input) and grid (grad_grid, shaped like grid). output_mask = {want grad_input, want grad_grid}
+// (exactly 2 entries): an output that is not requested is neither validated nor written (pass TensorView()).
+// Nearest interpolation has a zero grid gradient.
+void grid_sampler_2d_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grid,
+                              const TensorView& grad_input, const TensorView& grad_grid,
+                              const GridSampler2dParams& params, const std::vector<bool>& output_mask = {true, true});
+
+}  // namespace spatialgrad

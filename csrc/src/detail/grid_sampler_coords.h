@@ -1,0 +1,149 @@
+// Grid-sampler coordinate math shared by the forward and the backward (SPEC §4). Every helper returns
+// the coordinate together with its derivative with respect to its argument.
+//
+// NaN and infinite grid values never reach an integer conversion: callers test bounds in floating
+// point first. As in PyTorch's CPU kernel, border and reflection padding map NaN (and reflection maps
+// +-Inf) to coordinate 0; zeros padding keeps NaN, whose corners are then all out of bounds.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace spatialgrad::detail {
+
+template <class Acc>
+struct CoordGrad {
+  Acc value;
+  Acc grad;  // d value / d argument
+};
+
+// Grid value in [-1, 1] -> pixel coordinate along an axis of `size` pixels:
+//   align_corners: (x + 1) / 2 * (size - 1), derivative (size - 1) / 2;
+//   otherwise:     ((x + 1) * size - 1) / 2, derivative size / 2.
+// Written in PyTorch's CPU operation order ((x + 1) * scale [- 0.5]) so that nearest rounding at exact
+// half pixels picks the same pixel as torch.
+template <class Acc>
+inline CoordGrad<Acc> unnormalize(Acc x, int64_t size, bool align_corners) {
+  if (align_corners) {
+    const Acc scale = static_cast<Acc>(size - 1) / 2;
+    return {(x + 1) * scale, scale};
+  }
+  const Acc scale = static_cast<Acc>(size) / 2;
+  return {(x + 1) * scale - Acc(0.5), scale};
+}
+
+// Border padding: clamp to [0, size - 1]; derivative 1 strictly inside, 0 at and beyond the borders.
+// NaN maps to 0 with derivative 0 (PyTorch's CPU clamp keeps the bound when the value is NaN).
+template <class Acc>
+inline CoordGrad<Acc> clip(Acc ix, int64_t size) {
+  const Acc high = static_cast<Acc>(size - 1);
+  if (!(ix > 0)) return {Acc(0), Acc(0)};
+  if (ix >= high) return {high, Acc(0)};
+  return {ix, Acc(1)};
+}
+
+// Reflection padding (before the clip): reflect about the low and high edges,
+//   align_corners: edges 0 and size - 1; otherwise -0.5 and size - 0.5.
+// SPEC's form takes extra = fmod(in, span) and the parity of floor(in / span); here one exact fmod by
+// the period 2 * span gives both (r <= span: even number of flips), so rounding in in / span can never
+// pick the wrong parity. Non-finite input gives NaN, which the clip then maps to 0.
+template <class Acc>
+inline CoordGrad<Acc> reflect(Acc ix, int64_t size, bool align_corners) {
+  const int64_t twice_low = align_corners ? 0 : -1;
+  const int64_t twice_high = align_corners ? 2 * (size - 1) : 2 * size - 1;
+  if (twice_low == twice_high) return {Acc(0), Acc(0)};
+  const Acc low = static_cast<Acc>(twice_low) / 2;
+  const Acc span = static_cast<Acc>(twice_high - twice_low) / 2;
+  Acc in = ix - low;
+  Acc sign = 1;
+  if (in < 0) {
+    sign = -1;
+    in = -in;
+  }
+  if (!std::isfinite(in)) return {std::numeric_limits<Acc>::quiet_NaN(), Acc(0)};
+  const Acc r = std::fmod(in, 2 * span);
+  if (r <= span) return {r + low, sign};
+  return {(2 * span - r) + low, -sign};
+}
+
+// The padding modes as numbers (GridSamplerPadding).
+constexpr int64_t kPadZeros = 0;
+constexpr int64_t kPadBorder = 1;
+constexpr int64_t kPadReflection = 2;
+
+// Padding applied to an unnormalised coordinate (also to each bicubic tap): its value and derivative.
+template <class Acc>
+inline CoordGrad<Acc> apply_padding(Acc ix, int64_t size, int64_t padding, bool align_corners) {
+  if (padding == kPadBorder) return clip(ix, size);
+  if (padding == kPadReflection) {
+    const CoordGrad<Acc> r = reflect(ix, size, align_corners);
+    const CoordGrad<Acc> c = clip(r.value, size);
+    return {c.value, r.grad * c.grad};
+  }
+  return {ix, Acc(1)};
+}
+
+// Grid value -> padded source coordinate and d coordinate / d grid value (bilinear and nearest).
+template <class Acc>
+inline CoordGrad<Acc> source_coordinate(Acc x, int64_t size, int64_t padding, bool align_corners) {
+  const CoordGrad<Acc> u = unnormalize(x, size, align_corners);
+  const CoordGrad<Acc> p = apply_padding(u.value, size, padding, align_corners);
+  return {p.value, u.grad * p.grad};
+}
+
+// True when an integral-valued coordinate names a pixel of an axis of `size` (false for NaN): the only
+// gate before converting a coordinate to an integer.
+template <class Acc>
+inline bool in_bounds(Acc index, int64_t size) {
+  return index > Acc(-1) && index < static_cast<Acc>(size);
+}
+
+// Bicubic convolution (A = -0.75, as PyTorch): weights of the taps at floor(x) - 1 .. floor(x) + 2 for
+// t = x - floor(x), and their derivatives with respect to x. Same operation order as PyTorch.
+template <class Acc>
+struct Cubic {
+  static constexpr Acc A = Acc(-0.75);
+  static Acc outer(Acc x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; }  // 1 < |x| < 2
+  static Acc inner(Acc x) { return ((A + 2) * x - (A + 3)) * x * x + 1; }        // |x| <= 1
+  static void weights(Acc t, Acc (&w)[4]) {
+    w[0] = outer(t + 1);
+    w[1] = inner(t);
+    w[2] = inner(1 - t);
+    w[3] = outer(2 - t);
+  }
+  // d w[i] / d x, from the signed distances x - tap.
+  static void derivatives(Acc t, Acc (&d)[4]) {
+    Acc x = -1 - t;
+    d[0] = (-3 * A * x - 10 * A) * x - 8 * A;
+    x = 0 - t;
+    d[1] = (-3 * (A + 2) * x - 2 * (A + 3)) * x;
+    x = 1 - t;
+    d[2] = (3 * (A + 2) * x - 2 * (A + 3)) * x;
+    x = 2 - t;
+    d[3] = (3 * A * x - 10 * A) * x + 8 * A;
+  }
+};
+
+// All-ones / all-zeros bit masks the size of Acc: ANDing a value with them keeps it or makes it +0
+// exactly (also for Inf and NaN values, where multiplying by 0 would give NaN).
+template <class Acc>
+using MaskBits = std::conditional_t<sizeof(Acc) == 8, uint64_t, uint32_t>;
+
+template <class Acc>
+constexpr MaskBits<Acc> mask_of(bool keep) {
+  return keep ? ~MaskBits<Acc>(0) : MaskBits<Acc>(0);
+}
+
+template <class Acc>
+inline Acc keep_if(Acc value, MaskBits<Acc> mask) {
+  MaskBits<Acc> bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  bits &= mask;
+  std::memcpy(&value, &bits, sizeof(bits));
+  return value;
+}
+
+}  // namespace spatialgrad::detail

@@ -1,0 +1,107 @@
+"""2-D grid sampling (PyTorch ``grid_sample`` / ``grid_sampler_2d`` and aclnnGridSampler2D semantics)."""
+from __future__ import annotations
+
+import operator
+from typing import Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .. import _core
+
+__all__ = ["grid_sample", "grid_sampler_2d_backward"]
+
+Mode = Union[str, int]
+
+_INTERPOLATION = {"bilinear": 0, "nearest": 1, "bicubic": 2}
+_PADDING = {"zeros": 0, "border": 1, "reflection": 2}
+
+
+def _mode_number(value: Mode, names: dict, arg: str, op: str) -> int:
+    """A mode name or its aclnn integer as the integer; anything else is a ValueError."""
+    choices = ", ".join(f"{name!r} ({number})" for name, number in names.items())
+    if isinstance(value, str):
+        if value in names:
+            return names[value]
+    elif not isinstance(value, (bool, np.bool_)):
+        try:
+            number = operator.index(value)
+        except TypeError:
+            pass
+        else:
+            if number in names.values():
+                return number
+    raise ValueError(f"{op}(): expected {arg} to be one of {choices}, but got {value!r}")
+
+
+def _output_mask(output_mask: Sequence[bool], op: str) -> list:
+    try:
+        mask = [bool(v) for v in output_mask]
+    except TypeError:
+        raise TypeError(f"{op}(): expected output_mask to be a sequence of 2 bools, but got {output_mask!r}") from None
+    return mask  # the C++ core checks that it has 2 entries
+
+
+def grid_sample(
+    input: np.ndarray,
+    grid: np.ndarray,
+    mode: Mode = "bilinear",
+    padding_mode: Mode = "zeros",
+    align_corners: bool = False,
+) -> np.ndarray:
+    """Samples ``input`` at the normalised locations of ``grid`` (``torch.nn.functional.grid_sample``, 4-D).
+
+    Args:
+        input: ``(N, C, H, W)`` array, float32 or float64, any strides; ``H, W >= 1``.
+        grid: ``(N, Ho, Wo, 2)`` array of the input dtype; ``grid[..., 0]`` is x (along W), ``grid[..., 1]``
+            is y (along H), with -1 and +1 the image edges (or the corner pixel centres if ``align_corners``).
+        mode: ``"bilinear"`` (0), ``"nearest"`` (1, round half to even) or ``"bicubic"`` (2, A = -0.75).
+        padding_mode: ``"zeros"`` (0), ``"border"`` (1) or ``"reflection"`` (2): how locations outside the
+            image read.
+        align_corners: whether -1 and +1 are the centres of the corner pixels.
+
+    Returns:
+        ``(N, C, Ho, Wo)`` array of the input dtype. NaN/Inf grid values behave as in PyTorch's CPU kernel.
+
+    Raises:
+        ValueError: bad shapes or modes. TypeError: unsupported or mismatched dtypes.
+    """
+    op = "grid_sample"
+    return _core.grid_sampler_2d(
+        input,
+        grid,
+        _mode_number(mode, _INTERPOLATION, "mode", op),
+        _mode_number(padding_mode, _PADDING, "padding_mode", op),
+        bool(align_corners),
+    )
+
+
+def grid_sampler_2d_backward(
+    grad_output: np.ndarray,
+    input: np.ndarray,
+    grid: np.ndarray,
+    mode: Mode = "bilinear",
+    padding_mode: Mode = "zeros",
+    align_corners: bool = False,
+    output_mask: Sequence[bool] = (True, True),
+) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+    """Gradients of :func:`grid_sample` (``aten.grid_sampler_2d_backward`` / aclnnGridSampler2DBackward).
+
+    Args:
+        grad_output: ``(N, C, Ho, Wo)`` gradient of the sampled output.
+        input, grid, mode, padding_mode, align_corners: as given to :func:`grid_sample`.
+        output_mask: ``(want input_grad, want grid_grad)``; exactly 2 entries.
+
+    Returns:
+        ``(input_grad, grid_grad)`` shaped like ``input`` and ``grid``; a gradient that ``output_mask`` does not
+        ask for is ``None`` (and costs nothing). ``grid_grad`` is zero for ``"nearest"``.
+    """
+    op = "grid_sampler_2d_backward"
+    return _core.grid_sampler_2d_backward(
+        grad_output,
+        input,
+        grid,
+        _mode_number(mode, _INTERPOLATION, "mode", op),
+        _mode_number(padding_mode, _PADDING, "padding_mode", op),
+        bool(align_corners),
+        _output_mask(output_mask, op),
+    )

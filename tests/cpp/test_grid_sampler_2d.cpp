@@ -1,0 +1,476 @@
+#include "spatialgrad/grid_sampler_2d.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include "spatialgrad/parallel.h"
+#include "test_util.h"
+
+namespace spatialgrad {
+namespace {
+
+using testing::OwnedTensor;
+using testing::expect_error;
+using testing::random_tensor;
+
+// Straight from SPEC §4 (the generic PyTorch formulas): per point and channel, one tap at a time.
+struct NaiveGridSampler {
+  int64_t mode, padding;
+  bool align;
+
+  struct Coord {
+    double value, grad;
+  };
+  Coord unnormalize(double x, int64_t size) const {
+    if (align) return {(x + 1) / 2 * (size - 1), (size - 1) / 2.0};
+    return {((x + 1) * size - 1) / 2, size / 2.0};
+  }
+  static Coord clip(double x, int64_t size) {
+    if (x <= 0) return {0, 0};
+    if (x >= size - 1) return {double(size - 1), 0};
+    return {x, 1};
+  }
+  Coord reflect(double x, int64_t size) const {
+    const double lo = align ? 0 : -1, hi = align ? 2.0 * (size - 1) : 2.0 * size - 1;
+    if (lo == hi) return {0, 0};
+    const double min = lo / 2, span = (hi - lo) / 2;
+    double in = x - min, sign = 1;
+    if (in < 0) {
+      sign = -1;
+      in = -in;
+    }
+    const double extra = std::fmod(in, span);
+    const int64_t flips = static_cast<int64_t>(std::floor(in / span));
+    if (flips % 2 == 0) return {extra + min, sign};
+    return {span - extra + min, -sign};
+  }
+  Coord pad(double x, int64_t size) const {
+    if (padding == 1) return clip(x, size);
+    if (padding == 2) {
+      const Coord r = reflect(x, size), c = clip(r.value, size);
+      return {c.value, r.grad * c.grad};
+    }
+    return {x, 1};
+  }
+  Coord source(double x, int64_t size) const {
+    const Coord u = unnormalize(x, size), p = pad(u.value, size);
+    return {p.value, u.grad * p.grad};
+  }
+  static void cubic(double t, double (&w)[4], double (&d)[4]) {
+    const double A = -0.75;
+    auto c1 = [&](double x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };
+    auto c2 = [&](double x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };
+    w[0] = c2(t + 1);
+    w[1] = c1(t);
+    w[2] = c1(1 - t);
+    w[3] = c2(2 - t);
+    double x = -1 - t;
+    d[0] = (-3 * A * x - 10 * A) * x - 8 * A;
+    x = -t;
+    d[1] = (-3 * (A + 2) * x - 2 * (A + 3)) * x;
+    x = 1 - t;
+    d[2] = (3 * (A + 2) * x - 2 * (A + 3)) * x;
+    x = 2 - t;
+    d[3] = (3 * A * x - 10 * A) * x + 8 * A;
+  }
+
+  // Calls tap(y, x, weight, dweight_dx, dweight_dy) for every in-bounds tap of grid point (gx, gy),
+  // with derivatives taken with respect to the grid values.
+  template <class Tap>
+  void taps(double gx, double gy, int64_t H, int64_t W, Tap tap) const {
+    if (mode == 2) {
+      const Coord ux = unnormalize(gx, W), uy = unnormalize(gy, H);
+      const double fx = std::floor(ux.value), fy = std::floor(uy.value);
+      double wx[4], dx[4], wy[4], dy[4];
+      cubic(ux.value - fx, wx, dx);
+      cubic(uy.value - fy, wy, dy);
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) {
+          const int64_t x = static_cast<int64_t>(pad(fx - 1 + i, W).value);
+          const int64_t y = static_cast<int64_t>(pad(fy - 1 + j, H).value);
+          if (x < 0 || x >= W || y < 0 || y >= H) continue;
+          tap(y, x, wx[i] * wy[j], -dx[i] * wy[j] * ux.grad, -wx[i] * dy[j] * uy.grad);
+        }
+      return;
+    }
+    const Coord cx = source(gx, W), cy = source(gy, H);
+    if (mode == 1) {
+      const int64_t x = static_cast<int64_t>(std::nearbyint(cx.value)), y = static_cast<int64_t>(std::nearbyint(cy.value));
+      if (x >= 0 && x < W && y >= 0 && y < H) tap(y, x, 1.0, 0.0, 0.0);
+      return;
+    }
+    const int64_t x0 = static_cast<int64_t>(std::floor(cx.value)), y0 = static_cast<int64_t>(std::floor(cy.value));
+    for (int64_t y = y0; y <= y0 + 1; ++y)
+      for (int64_t x = x0; x <= x0 + 1; ++x) {
+        if (x < 0 || x >= W || y < 0 || y >= H) continue;
+        const double ax = x == x0 ? x0 + 1 - cx.value : cx.value - x0, sx = x == x0 ? -1 : 1;
+        const double ay = y == y0 ? y0 + 1 - cy.value : cy.value - y0, sy = y == y0 ? -1 : 1;
+        tap(y, x, ax * ay, sx * ay * cx.grad, sy * ax * cy.grad);
+      }
+  }
+};
+
+GridSampler2dParams params_of(const NaiveGridSampler& n) {
+  GridSampler2dParams p;
+  p.interpolation_mode = n.mode;
+  p.padding_mode = n.padding;
+  p.align_corners = n.align;
+  return p;
+}
+
+struct Reference {
+  std::vector<double> out, grad_input, grad_grid;
+};
+
+Reference naive(const NaiveGridSampler& ref, OwnedTensor<double>& x, OwnedTensor<double>& grid,
+                OwnedTensor<double>& g) {
+  const int64_t N = x.view.size(0), C = x.view.size(1), H = x.view.size(2), W = x.view.size(3);
+  const int64_t Ho = grid.view.size(1), Wo = grid.view.size(2);
+  Reference r{std::vector<double>(static_cast<size_t>(N * C * Ho * Wo)), std::vector<double>(x.storage.size()),
+              std::vector<double>(grid.storage.size())};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t h = 0; h < Ho; ++h)
+      for (int64_t w = 0; w < Wo; ++w) {
+        const int64_t p = (n * Ho + h) * Wo + w;
+        ref.taps(grid[2 * p], grid[2 * p + 1], H, W, [&](int64_t y, int64_t xx, double wt, double dgx, double dgy) {
+          for (int64_t c = 0; c < C; ++c) {
+            const int64_t in = ((n * C + c) * H + y) * W + xx, o = ((n * C + c) * Ho + h) * Wo + w;
+            r.out[o] += wt * x[in];
+            r.grad_input[in] += wt * g[o];
+            r.grad_grid[2 * p] += dgx * x[in] * g[o];
+            r.grad_grid[2 * p + 1] += dgy * x[in] * g[o];
+          }
+        });
+      }
+  return r;
+}
+
+class GridSamplerSweep : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
+
+TEST_P(GridSamplerSweep, ForwardAndBackwardMatchNaiveLoops) {
+  const auto [mode, padding, align] = GetParam();
+  const NaiveGridSampler ref{mode, padding, align};
+  const GridSampler2dParams params = params_of(ref);
+  uint32_t seed = 100;
+  for (auto [H, W] : {std::pair<int64_t, int64_t>{1, 1}, {1, 5}, {4, 1}, {5, 7}, {8, 6}}) {
+    for (auto [Ho, Wo] : {std::pair<int64_t, int64_t>{3, 4}, {17, 33}}) {
+      const int64_t N = 2, C = 3;
+      auto x = random_tensor<double>({N, C, H, W}, ++seed);
+      auto grid = random_tensor<double>({N, Ho, Wo, 2}, ++seed, -1.4, 1.4);
+      auto g = random_tensor<double>({N, C, Ho, Wo}, ++seed);
+      OwnedTensor<double> y({N, C, Ho, Wo}), gi({N, C, H, W}), gg({N, Ho, Wo, 2});
+      ASSERT_EQ(grid_sampler_2d_output_shape(x.view.sizes(), grid.view.sizes()), y.view.sizes());
+      grid_sampler_2d(x.view, grid.view, y.view, params);
+      grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, params);
+      const Reference r = naive(ref, x, grid, g);
+      SCOPED_TRACE(::testing::Message() << "H=" << H << " W=" << W << " Ho=" << Ho << " Wo=" << Wo);
+      testing::expect_all_near(y.storage, r.out, 1e-12);
+      testing::expect_all_near(gi.storage, r.grad_input, 1e-12);
+      testing::expect_all_near(gg.storage, r.grad_grid, 1e-11);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllModes, GridSamplerSweep,
+                         ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Values(0, 1, 2), ::testing::Bool()));
+
+// Float32 runs the same kernels with float accumulation: close to the float64 result.
+TEST(GridSampler2d, Float32MatchesFloat64) {
+  for (int mode : {0, 1, 2}) {
+    GridSampler2dParams p;
+    p.interpolation_mode = mode;
+    p.padding_mode = 2;
+    auto x = random_tensor<double>({2, 5, 9, 11}, 1);
+    auto grid = random_tensor<double>({2, 7, 6, 2}, 2, -1.2, 1.2);
+    auto g = random_tensor<double>({2, 5, 7, 6}, 3);
+    OwnedTensor<float> xf({2, 5, 9, 11}), gridf({2, 7, 6, 2}), gf({2, 5, 7, 6});
+    for (size_t i = 0; i < x.storage.size(); ++i) xf.storage[i] = static_cast<float>(x.storage[i]);
+    for (size_t i = 0; i < grid.storage.size(); ++i) gridf.storage[i] = static_cast<float>(grid.storage[i]);
+    for (size_t i = 0; i < g.storage.size(); ++i) gf.storage[i] = static_cast<float>(g.storage[i]);
+    // Reference on the float-rounded values, in double.
+    for (size_t i = 0; i < x.storage.size(); ++i) x.storage[i] = xf.storage[i];
+    for (size_t i = 0; i < grid.storage.size(); ++i) grid.storage[i] = gridf.storage[i];
+    for (size_t i = 0; i < g.storage.size(); ++i) g.storage[i] = gf.storage[i];
+    OwnedTensor<double> y({2, 5, 7, 6}), gi(x.view.sizes()), gg(grid.view.sizes());
+    OwnedTensor<float> yf({2, 5, 7, 6}), gif(x.view.sizes()), ggf(grid.view.sizes());
+    grid_sampler_2d(x.view, grid.view, y.view, p);
+    grid_sampler_2d(xf.view, gridf.view, yf.view, p);
+    grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
+    grid_sampler_2d_backward(gf.view, xf.view, gridf.view, gif.view, ggf.view, p);
+    for (size_t i = 0; i < y.storage.size(); ++i) EXPECT_NEAR(yf.storage[i], y.storage[i], 1e-5) << mode;
+    for (size_t i = 0; i < gi.storage.size(); ++i) EXPECT_NEAR(gif.storage[i], gi.storage[i], 1e-5) << mode;
+    for (size_t i = 0; i < gg.storage.size(); ++i) EXPECT_NEAR(ggf.storage[i], gg.storage[i], 1e-4) << mode;
+  }
+}
+
+TEST(GridSampler2d, StridedAndNegativeStrideViews) {
+  for (int mode : {0, 1, 2}) {
+    GridSampler2dParams p;
+    p.interpolation_mode = mode;
+    p.padding_mode = 1;
+    auto x = random_tensor<double>({2, 3, 6, 7}, 5);
+    auto grid = random_tensor<double>({2, 5, 4, 2}, 6, -1.2, 1.2);
+    auto g = random_tensor<double>({2, 3, 5, 4}, 7);
+    OwnedTensor<double> y({2, 3, 5, 4}), gi(x.view.sizes()), gg(grid.view.sizes());
+    grid_sampler_2d(x.view, grid.view, y.view, p);
+    grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
+    // Inputs flipped in memory (negative strides) along W, C and the coordinate axis.
+    auto xw = testing::flipped_copy(x, 3), xc = testing::flipped_copy(x, 1);
+    auto grid_xy = testing::flipped_copy(grid, 3), grid_h = testing::flipped_copy(grid, 1);
+    auto gw = testing::flipped_copy(g, 3);
+    for (auto* xv : {&x, &xw, &xc})
+      for (auto* gridv : {&grid, &grid_xy, &grid_h}) {
+        OwnedTensor<double> y2(y.view.sizes()), gi2(x.view.sizes()), gg2(grid.view.sizes());
+        grid_sampler_2d(xv->view, gridv->view, y2.view, p);
+        EXPECT_EQ(y2.storage, y.storage);
+        grid_sampler_2d_backward(gw.view, xv->view, gridv->view, gi2.view, gg2.view, p);
+        EXPECT_EQ(gi2.storage, gi.storage);
+        EXPECT_EQ(gg2.storage, gg.storage);
+      }
+    // Strided outputs: every other element of larger buffers (grad_input goes through a scratch plane).
+    auto strided = [](std::vector<double>& buffer, const std::vector<int64_t>& shape) {
+      buffer.assign(static_cast<size_t>(checked_numel(shape) * 2), -7.0);
+      std::vector<int64_t> strides = contiguous_strides(shape);
+      for (auto& s : strides) s *= 2;
+      return TensorView(buffer.data(), DType::kFloat64, shape, strides);
+    };
+    std::vector<double> yb, gib, ggb;
+    const TensorView ys = strided(yb, y.view.sizes()), gis = strided(gib, x.view.sizes()),
+                     ggs = strided(ggb, grid.view.sizes());
+    grid_sampler_2d(x.view, grid.view, ys, p);
+    grid_sampler_2d_backward(g.view, x.view, grid.view, gis, ggs, p);
+    for (int64_t i = 0; i < y.numel(); ++i) EXPECT_EQ(yb[2 * i], y[i]);
+    for (int64_t i = 0; i < gi.numel(); ++i) EXPECT_EQ(gib[2 * i], gi[i]);
+    for (int64_t i = 0; i < gg.numel(); ++i) EXPECT_EQ(ggb[2 * i], gg[i]);
+    for (size_t i = 1; i < gib.size(); i += 2) EXPECT_EQ(gib[i], -7.0);
+  }
+}
+
+TEST(GridSampler2d, OutputMaskSkipsUnrequestedGradients) {
+  for (int mode : {0, 1, 2}) {
+    GridSampler2dParams p;
+    p.interpolation_mode = mode;
+    auto x = random_tensor<float>({3, 4, 5, 6}, 8);
+    auto grid = random_tensor<float>({3, 7, 2, 2}, 9, -1.1, 1.1);
+    auto g = random_tensor<float>({3, 4, 7, 2}, 10);
+    OwnedTensor<float> gi(x.view.sizes()), gg(grid.view.sizes());
+    grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
+    OwnedTensor<float> gi_only(x.view.sizes()), gg_only(grid.view.sizes());
+    // An unrequested output may be an empty view: it is neither validated nor written.
+    grid_sampler_2d_backward(g.view, x.view, grid.view, gi_only.view, TensorView(), p, {true, false});
+    grid_sampler_2d_backward(g.view, x.view, grid.view, TensorView(), gg_only.view, p, {false, true});
+    EXPECT_EQ(gi_only.storage, gi.storage);
+    EXPECT_EQ(gg_only.storage, gg.storage);
+    OwnedTensor<float> untouched(grid.view.sizes(), 5.0f);
+    grid_sampler_2d_backward(g.view, x.view, grid.view, gi_only.view, untouched.view, p, {true, false});
+    for (float v : untouched.storage) EXPECT_EQ(v, 5.0f);
+    if (mode == 1) {
+      for (float v : gg.storage) EXPECT_EQ(v, 0.0f);  // nearest: zero grid gradient
+    }
+  }
+}
+
+TEST(GridSampler2d, EmptyTensorsGiveShapedZeroResults) {
+  GridSampler2dParams p;
+  // No grid points: the forward output is empty and grad_input is all zeros.
+  OwnedTensor<float> x({2, 3, 4, 5}, 1.0f), grid({2, 0, 6, 2}), y({2, 3, 0, 6}), g({2, 3, 0, 6});
+  grid_sampler_2d(x.view, grid.view, y.view, p);
+  OwnedTensor<float> gi(x.view.sizes(), 9.0f), gg(grid.view.sizes());
+  grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
+  for (float v : gi.storage) EXPECT_EQ(v, 0.0f);
+  // No channels: the grid gradient is a sum over nothing.
+  OwnedTensor<float> x0({1, 0, 4, 4}), grid0 = random_tensor<float>({1, 3, 3, 2}, 4), g0({1, 0, 3, 3});
+  OwnedTensor<float> gi0(x0.view.sizes()), gg0(grid0.view.sizes(), 9.0f), y0({1, 0, 3, 3});
+  grid_sampler_2d(x0.view, grid0.view, y0.view, p);
+  grid_sampler_2d_backward(g0.view, x0.view, grid0.view, gi0.view, gg0.view, p);
+  for (float v : gg0.storage) EXPECT_EQ(v, 0.0f);
+  // No batch.
+  OwnedTensor<float> xn({0, 2, 3, 3}), gridn({0, 4, 4, 2}), yn({0, 2, 4, 4});
+  grid_sampler_2d(xn.view, gridn.view, yn.view, p);
+  grid_sampler_2d_backward(yn.view, xn.view, gridn.view, xn.view, gridn.view, p);
+}
+
+// NaN / Inf / huge grid values follow PyTorch's CPU kernel and never reach an integer conversion
+// (the sanitizer build checks the latter).
+TEST(GridSampler2d, NonFiniteGridValues) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  OwnedTensor<double> x({1, 1, 4, 5});
+  for (int64_t i = 0; i < 20; ++i) x[i] = i + 1;
+  for (int mode : {0, 1, 2})
+    for (int padding : {0, 1, 2})
+      for (double bad : {nan, inf, -inf, 1e300, -1e300}) {
+        GridSampler2dParams p;
+        p.interpolation_mode = mode;
+        p.padding_mode = padding;
+        OwnedTensor<double> grid({1, 1, 2, 2}), y({1, 1, 1, 2}), g({1, 1, 1, 2}, 1.0), gi(x.view.sizes()),
+            gg(grid.view.sizes());
+        grid.storage = {bad, 0.3, 0.3, bad};
+        grid_sampler_2d(x.view, grid.view, y.view, p);
+        grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
+        SCOPED_TRACE(::testing::Message() << "mode " << mode << " padding " << padding << " value " << bad);
+        const bool finite_weights = std::isfinite(bad) || padding != 0;
+        for (double v : y.storage) {
+          if (mode == 1) {
+            EXPECT_TRUE(std::isfinite(v));  // nearest never multiplies
+          } else if (mode == 0 && finite_weights) {
+            EXPECT_TRUE(std::isfinite(v));  // clipped / far-away coordinates have finite weights
+          } else if (!std::isfinite(bad)) {
+            EXPECT_TRUE(std::isnan(v));  // NaN weights times masked corners: NaN, as in PyTorch
+          }
+        }
+        if (padding == 0) {
+          for (double v : gi.storage) EXPECT_EQ(v, 0.0);  // every tap is out of bounds
+        }
+        if (padding == 1 && mode == 0) {
+          // Border clamps NaN and +-Inf (to pixel 0 or the last pixel): the clamped coordinate has gradient 0.
+          EXPECT_EQ(gg[0], 0.0);
+          EXPECT_EQ(gg[3], 0.0);
+        }
+      }
+  // Spot values from torch 1.13 (input 1..20 as 4x5, grid point (NaN, 0.3), align_corners=false).
+  GridSampler2dParams border;
+  border.padding_mode = 1;
+  OwnedTensor<double> grid({1, 1, 1, 2}), y({1, 1, 1, 1});
+  grid.storage = {nan, 0.3};
+  grid_sampler_2d(x.view, grid.view, y.view, border);
+  EXPECT_DOUBLE_EQ(y[0], 11.5);
+  border.interpolation_mode = 1;
+  grid_sampler_2d(x.view, grid.view, y.view, border);
+  EXPECT_DOUBLE_EQ(y[0], 11.0);
+}
+
+TEST(GridSampler2d, ThreadCountDoesNotChangeBits) {
+  // N = 1 and 3 take the two-pass backward (split by runs and channel blocks), N = 8 the fused one
+  // with 1-4 threads; every path must give the same bytes.
+  for (int mode : {0, 1, 2})
+    for (int64_t N : {1, 3, 8}) {
+      GridSampler2dParams p;
+      p.interpolation_mode = mode;
+      p.padding_mode = 0;
+      auto x = random_tensor<float>({N, 9, 13, 17}, 31);
+      auto grid = random_tensor<float>({N, 40, 37, 2}, 32, -1.2, 1.2);
+      auto g = random_tensor<float>({N, 9, 40, 37}, 33);
+      std::vector<std::vector<float>> outs;
+      for (int threads : {1, 2, 3, 4}) {
+        set_num_threads(threads);
+        OwnedTensor<float> y({N, 9, 40, 37}), gi(x.view.sizes()), gg(grid.view.sizes());
+        grid_sampler_2d(x.view, grid.view, y.view, p);
+        grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
+        std::vector<float> all = y.storage;
+        all.insert(all.end(), gi.storage.begin(), gi.storage.end());
+        all.insert(all.end(), gg.storage.begin(), gg.storage.end());
+        outs.push_back(all);
+      }
+      set_num_threads(0);
+      for (size_t i = 1; i < outs.size(); ++i)
+        EXPECT_EQ(std::memcmp(outs[i].data(), outs[0].data(), outs[0].size() * sizeof(float)), 0)
+            << "mode " << mode << " N " << N << " threads index " << i;
+    }
+}
+
+// The two backward paths (fused per batch, or two passes) sum every element in the same order.
+TEST(GridSampler2d, FusedAndTwoPassBackwardAgreeBitwise) {
+  GridSampler2dParams p;
+  auto x = random_tensor<float>({4, 6, 10, 12}, 41);
+  auto grid = random_tensor<float>({4, 30, 20, 2}, 42, -1.1, 1.1);
+  auto g = random_tensor<float>({4, 6, 30, 20}, 43);
+  OwnedTensor<float> gi1(x.view.sizes()), gg1(grid.view.sizes()), gi2(x.view.sizes()), gg2(grid.view.sizes());
+  set_num_threads(2);  // N = 4 >= 2 * 2: fused
+  grid_sampler_2d_backward(g.view, x.view, grid.view, gi1.view, gg1.view, p);
+  set_num_threads(3);  // N = 4 < 2 * 3: two passes
+  grid_sampler_2d_backward(g.view, x.view, grid.view, gi2.view, gg2.view, p);
+  set_num_threads(0);
+  EXPECT_EQ(std::memcmp(gi1.data(), gi2.data(), gi1.storage.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(gg1.data(), gg2.data(), gg1.storage.size() * sizeof(float)), 0);
+}
+
+TEST(GridSampler2d, ValidationErrors) {
+  GridSampler2dParams p;
+  OwnedTensor<float> x({2, 3, 4, 5}), grid({2, 6, 7, 2}), y({2, 3, 6, 7}), gi({2, 3, 4, 5}), gg({2, 6, 7, 2});
+  auto forward_error = [&](const TensorView& in, const TensorView& gr, const TensorView& out,
+                           const GridSampler2dParams& params, ErrorKind kind, const std::string& text) {
+    expect_error([&] { grid_sampler_2d(in, gr, out, params); }, kind, text);
+  };
+  auto backward_error = [&](const TensorView& go, const TensorView& in, const TensorView& gr,
+                            const GridSampler2dParams& params, ErrorKind kind, const std::string& text,
+                            const std::vector<bool>& mask = {true, true}) {
+    expect_error([&] { grid_sampler_2d_backward(go, in, gr, gi.view, gg.view, params, mask); }, kind, text);
+  };
+  // Modes.
+  GridSampler2dParams bad = p;
+  bad.interpolation_mode = 3;
+  forward_error(x.view, grid.view, y.view, bad, ErrorKind::kInvalidArgument,
+                "grid_sampler_2d(): expected interpolation_mode in {0 (bilinear), 1 (nearest), 2 (bicubic)}, but got 3");
+  backward_error(y.view, x.view, grid.view, bad, ErrorKind::kInvalidArgument,
+                 "grid_sampler_2d_backward(): expected interpolation_mode in");
+  bad = p;
+  bad.padding_mode = -1;
+  forward_error(x.view, grid.view, y.view, bad, ErrorKind::kInvalidArgument,
+                "expected padding_mode in {0 (zeros), 1 (border), 2 (reflection)}, but got -1");
+  backward_error(y.view, x.view, grid.view, bad, ErrorKind::kInvalidArgument, "expected padding_mode in");
+  // Ranks.
+  OwnedTensor<float> x3({3, 4, 5}), grid3({2, 6, 7}), y3({3, 6, 7});
+  forward_error(x3.view, grid.view, y.view, p, ErrorKind::kInvalidArgument,
+                "grid_sampler_2d(): expected input to be 4-D (N, C, H, W), but got 3-D shape (3, 4, 5)");
+  forward_error(x.view, grid3.view, y.view, p, ErrorKind::kInvalidArgument,
+                "expected grid to be 4-D (N, Ho, Wo, 2), but got 3-D shape (2, 6, 7)");
+  backward_error(y3.view, x.view, grid.view, p, ErrorKind::kInvalidArgument,
+                 "grid_sampler_2d_backward(): expected grad_output to be 4-D, but got 3-D");
+  // Grid last dimension.
+  OwnedTensor<float> grid_xyz({2, 6, 7, 3});
+  forward_error(x.view, grid_xyz.view, y.view, p, ErrorKind::kInvalidArgument,
+                "expected grid's last dimension to be 2 (x, y), but got grid of shape (2, 6, 7, 3)");
+  backward_error(y.view, x.view, grid_xyz.view, p, ErrorKind::kInvalidArgument, "expected grid's last dimension to be 2");
+  // Batch sizes.
+  OwnedTensor<float> grid_b({3, 6, 7, 2}), y_b({3, 3, 6, 7});
+  forward_error(x.view, grid_b.view, y.view, p, ErrorKind::kInvalidArgument,
+                "expected grid to have the batch size of input (2), but got 3");
+  backward_error(y_b.view, x.view, grid.view, p, ErrorKind::kInvalidArgument,
+                 "expected grad_output to have the batch size of input (2), but got 3");
+  // Channels.
+  OwnedTensor<float> y_c({2, 4, 6, 7});
+  backward_error(y_c.view, x.view, grid.view, p, ErrorKind::kInvalidArgument,
+                 "expected grad_output to have the channels of input (3), but got 4");
+  // grad_output spatial size == grid (Ho, Wo); forward output shape.
+  OwnedTensor<float> y_s({2, 3, 6, 8});
+  backward_error(y_s.view, x.view, grid.view, p, ErrorKind::kInvalidArgument,
+                 "expected grad_output's spatial size to equal grid's (Ho, Wo) = (6, 7), but got (6, 8)");
+  forward_error(x.view, grid.view, y_s.view, p, ErrorKind::kInvalidArgument,
+                "grid_sampler_2d(): expected output of shape (2, 3, 6, 7), but got (2, 3, 6, 8)");
+  // Empty input plane.
+  OwnedTensor<float> x_empty({2, 3, 0, 5});
+  forward_error(x_empty.view, grid.view, y.view, p, ErrorKind::kInvalidArgument,
+                "expected input to have non-empty spatial dimensions (H, W), but got input of shape (2, 3, 0, 5)");
+  backward_error(y.view, x_empty.view, grid.view, p, ErrorKind::kInvalidArgument,
+                 "expected input to have non-empty spatial dimensions");
+  // output_mask entries and output shapes.
+  backward_error(y.view, x.view, grid.view, p, ErrorKind::kInvalidArgument,
+                 "expected output_mask to have 2 entries (grad_input, grad_grid), but got 3", {true, true, false});
+  OwnedTensor<float> gi_wrong({2, 3, 4, 6}), gg_wrong({2, 6, 6, 2});
+  expect_error([&] { grid_sampler_2d_backward(y.view, x.view, grid.view, gi_wrong.view, gg.view, p); },
+               ErrorKind::kInvalidArgument, "expected grad_input of shape (2, 3, 4, 5), but got (2, 3, 4, 6)");
+  expect_error([&] { grid_sampler_2d_backward(y.view, x.view, grid.view, gi.view, gg_wrong.view, p); },
+               ErrorKind::kInvalidArgument, "expected grad_grid of shape (2, 6, 7, 2), but got (2, 6, 6, 2)");
+  // Dtypes.
+  OwnedTensor<double> grid_d({2, 6, 7, 2}), y_d({2, 3, 6, 7});
+  forward_error(x.view, grid_d.view, y.view, p, ErrorKind::kType,
+                "grid_sampler_2d(): expected grid to have the dtype of input (float32), but got float64");
+  forward_error(x.view, grid.view, y_d.view, p, ErrorKind::kType,
+                "expected output to have the dtype of input (float32), but got float64");
+  backward_error(y_d.view, x.view, grid.view, p, ErrorKind::kType,
+                 "expected input to have the dtype of grad_output (float64), but got float32");
+  OwnedTensor<double> gi_d({2, 3, 4, 5});
+  expect_error([&] { grid_sampler_2d_backward(y.view, x.view, grid.view, gi_d.view, gg.view, p); }, ErrorKind::kType,
+               "expected grad_input to have the dtype of grad_output (float32), but got float64");
+  OwnedTensor<int32_t> xi({2, 3, 4, 5}), gridi({2, 6, 7, 2}), yi({2, 3, 6, 7});
+  forward_error(xi.view, gridi.view, yi.view, p, ErrorKind::kType,
+                "grid_sampler_2d(): expected input to be float32 or float64, but got int32");
+}
+
+}  // namespace
+}  // namespace spatialgrad
