@@ -22,3 +22,21 @@ def avg_pool2d_backward(
     count_include_pad: bool,
     divisor_override: int,
 ) -> np.ndarray: ...
+def roi_align(
+    input: np.ndarray,
+    boxes: np.ndarray,
+    output_size: list[int],
+    spatial_scale: float,
+    sampling_ratio: int,
+    aligned: bool,
+) -> np.ndarray: ...
+def roi_align_backward(
+    grad_output: np.ndarray,
+    boxes: np.ndarray,
+    input_shape: list[int],
+    pooled_height: int,
+    pooled_width: int,
+    spatial_scale: float,
+    sampling_ratio: int,
+    aligned: bool,
+) -> np.ndarray: ...
