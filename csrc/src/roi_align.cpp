@@ -189,6 +189,7 @@ void forward_kernel(const TensorView& input, const TensorView& output, const det
           }
         }
       }
+      const int64_t col0 = patch.region.col0;
       for (int64_t r = r_lo; r < r_hi; ++r) {
         const int64_t k = table.order[r];
         const Acc count = table.count[k];
@@ -200,13 +201,16 @@ void forward_kernel(const TensorView& input, const TensorView& output, const det
             Lanes<Acc> acc{};
             for (int64_t iy = y_begin; iy < y_end; ++iy) {
               const auto& ty = table.y_taps[iy];
+              const Acc* row_lo = patch.at(ty.lo, col0);
+              const Acc* row_hi = patch.at(ty.hi, col0);
               for (int64_t ix = x_begin; ix < x_end; ++ix) {
                 const auto& tx = table.x_taps[ix];
                 const Acc w1 = ty.w_lo * tx.w_lo, w2 = ty.w_lo * tx.w_hi, w3 = ty.w_hi * tx.w_lo, w4 = ty.w_hi * tx.w_hi;
-                const Acc* p1 = patch.at(ty.lo, tx.lo);
-                const Acc* p2 = patch.at(ty.lo, tx.hi);
-                const Acc* p3 = patch.at(ty.hi, tx.lo);
-                const Acc* p4 = patch.at(ty.hi, tx.hi);
+                const int64_t x_lo = (tx.lo - col0) * L, x_hi = (tx.hi - col0) * L;
+                const Acc* p1 = row_lo + x_lo;
+                const Acc* p2 = row_lo + x_hi;
+                const Acc* p3 = row_hi + x_lo;
+                const Acc* p4 = row_hi + x_hi;
                 add_sample(acc, p1, p2, p3, p4, w1, w2, w3, w4);
               }
             }
@@ -232,9 +236,7 @@ void forward_kernel(const TensorView& input, const TensorView& output, const det
 
 // Channel-block split of the scatter: task (image b, block) owns grad_input[b, c0:c0+L] and walks the
 // image's ROIs in their original order, so every element sums its contributions in one fixed order
-// whatever the thread count, with no atomics. Per ROI the scatter is separable: first along y into
-// one buffer row per touched image row and per pw (rows x PW x L), then along x into the patch, which
-// costs (samples along y) x PW + (touched rows) x (samples along x) lane groups instead of 4 x samples.
+// (torchvision's: ROI, ph, pw, iy, ix, corner) whatever the thread count, with no atomics.
 template <class T>
 void backward_kernel(const TensorView& grad_output, const TensorView& grad_input,
                      const detail::RoiTable<AccType<T>>& table) {
@@ -254,66 +256,57 @@ void backward_kernel(const TensorView& grad_output, const TensorView& grad_input
   const int64_t work = table.samples * 4 * channels + grad_input.numel() * 2;
   // Elements from a channel's first to its last gradient value (prefetched for the next ROI).
   const int64_t g_span = ph_count > 0 && pw_count > 0 ? (ph_count - 1) * gs2 + (pw_count - 1) * gs3 + 1 : 0;
-  int64_t max_rows = 0;
-  for (size_t k = 0; k < table.row0.size(); ++k) max_rows = std::max(max_rows, table.row1[k] - table.row0[k]);
 
   parallel_for(0, items, grain_for(items, work), [&](int64_t lo, int64_t hi) {
     Patch<Acc> patch;
     // Lanes past the last channel stay zero.
     std::vector<Acc> g_bins(static_cast<size_t>(ph_count * pw_count * L), Acc(0));
-    std::vector<Acc> row_grads(static_cast<size_t>(max_rows * pw_count * L));
-    std::vector<char> row_used(static_cast<size_t>(max_rows));
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t b = item / blocks, c0 = (item % blocks) * L;
       const int64_t nc = std::min(L, channels - c0);
       patch.reset(table.region[b]);  // zeroed per task: the block's gradient stays cache-resident
+      const int64_t col0 = patch.region.col0;
       for (int64_t r = table.image_first[b]; r < table.image_first[b + 1]; ++r) {
         const int64_t k = table.order[r];
-        const int64_t row0 = table.row0[k], rows = table.row1[k] - row0;
-        if (rows == 0) continue;
         const Acc inv_count = Acc(1) / table.count[k];
-        // The ROI's gradient block divided by the sample count, bin-major (read channel by channel:
-        // contiguous for a contiguous grad_output).
+        // The ROI's gradient block, bin-major (read channel by channel: contiguous for a contiguous grad_output).
         const T* g_roi = go + k * gs0 + c0 * gs1;
         if (r + 1 < table.image_first[b + 1]) prefetch_block(go + table.order[r + 1] * gs0 + c0 * gs1, nc, gs1, g_span);
         for (int64_t c = 0; c < nc; ++c) {
           for (int64_t ph = 0; ph < ph_count; ++ph) {
             for (int64_t pw = 0; pw < pw_count; ++pw) {
-              g_bins[(ph * pw_count + pw) * L + c] = load_as<Acc>(g_roi[c * gs1 + ph * gs2 + pw * gs3]) * inv_count;
+              g_bins[(ph * pw_count + pw) * L + c] = load_as<Acc>(g_roi[c * gs1 + ph * gs2 + pw * gs3]);
             }
           }
         }
-        // Along y: row_grads[row][pw] = sum over the y samples of every ph of weight * g[ph][pw].
-        std::fill(row_grads.begin(), row_grads.begin() + rows * pw_count * L, Acc(0));
-        std::fill(row_used.begin(), row_used.begin() + rows, 0);
         for (int64_t ph = 0; ph < ph_count; ++ph) {
           const int64_t y_begin = table.y_first[k * ph_count + ph], y_end = table.y_first[k * ph_count + ph + 1];
-          const Acc* g_row = g_bins.data() + ph * pw_count * L;
-          for (int64_t iy = y_begin; iy < y_end; ++iy) {
-            const auto& ty = table.y_taps[iy];
-            Acc* lo_row = row_grads.data() + (ty.lo - row0) * pw_count * L;
-            Acc* hi_row = row_grads.data() + (ty.hi - row0) * pw_count * L;
-            row_used[ty.lo - row0] = row_used[ty.hi - row0] = 1;
-            for (int64_t pw = 0; pw < pw_count; ++pw) {
-              Lanes<Acc> g;
-              std::memcpy(&g, g_row + pw * L, sizeof(g));
-              add_scaled(lo_row + pw * L, g, ty.w_lo);
-              add_scaled(hi_row + pw * L, g, ty.w_hi);
-            }
-          }
-        }
-        // Along x: every touched row spreads its per-pw sums over the x samples of that pw.
-        for (int64_t j = 0; j < rows; ++j) {
-          if (!row_used[j]) continue;
-          Acc* patch_row = patch.at(row0 + j, patch.region.col0);
+          if (y_begin == y_end) continue;
           for (int64_t pw = 0; pw < pw_count; ++pw) {
             const int64_t x_begin = table.x_first[k * pw_count + pw], x_end = table.x_first[k * pw_count + pw + 1];
+            if (x_begin == x_end) continue;
             Lanes<Acc> g;
-            std::memcpy(&g, row_grads.data() + (j * pw_count + pw) * L, sizeof(g));
-            for (int64_t ix = x_begin; ix < x_end; ++ix) {
-              const auto& tx = table.x_taps[ix];
-              add_scaled(patch_row + (tx.lo - patch.region.col0) * L, g, tx.w_lo);
-              add_scaled(patch_row + (tx.hi - patch.region.col0) * L, g, tx.w_hi);
+            std::memcpy(&g, g_bins.data() + (ph * pw_count + pw) * L, sizeof(g));
+            for (int64_t iy = y_begin; iy < y_end; ++iy) {
+              const auto& ty = table.y_taps[iy];
+              Acc* row_lo = patch.at(ty.lo, col0);
+              Acc* row_hi = patch.at(ty.hi, col0);
+              for (int64_t ix = x_begin; ix < x_end; ++ix) {
+                const auto& tx = table.x_taps[ix];
+                const int64_t x_lo = (tx.lo - col0) * L, x_hi = (tx.hi - col0) * L;
+                // w / count once per sample; exact like torchvision's g * w / count when count is a power of 2.
+                const Acc w1 = ty.w_lo * tx.w_lo * inv_count, w2 = ty.w_lo * tx.w_hi * inv_count;
+                const Acc w3 = ty.w_hi * tx.w_lo * inv_count, w4 = ty.w_hi * tx.w_hi * inv_count;
+                // Corners may coincide at the far edge: four separate passes keep the adds in order.
+                Acc* p1 = row_lo + x_lo;
+                add_scaled(p1, g, w1);
+                Acc* p2 = row_lo + x_hi;
+                add_scaled(p2, g, w2);
+                Acc* p3 = row_hi + x_lo;
+                add_scaled(p3, g, w3);
+                Acc* p4 = row_hi + x_hi;
+                add_scaled(p4, g, w4);
+              }
             }
           }
         }

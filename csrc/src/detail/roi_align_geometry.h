@@ -123,7 +123,6 @@ struct RoiTable {
   // ROIs grouped by image in their original order: order[image_first[b] .. image_first[b + 1]).
   std::vector<int64_t> image_first, order;
   std::vector<RoiRegion> region;  // per image: the pixels any of its samples touches
-  std::vector<int64_t> row0, row1;  // per ROI: the rows its samples touch, [row0, row1) (empty if none)
   int64_t samples = 0;            // contributing samples over all ROIs (a work estimate)
 };
 
@@ -155,8 +154,6 @@ RoiTable<Acc> build_roi_table(const TensorView& boxes, const std::vector<int64_t
   table.pooled_h = ph_count;
   table.pooled_w = pw_count;
   table.count.resize(static_cast<size_t>(num_rois));
-  table.row0.reserve(static_cast<size_t>(num_rois));
-  table.row1.reserve(static_cast<size_t>(num_rois));
   table.y_first.reserve(static_cast<size_t>(num_rois * ph_count + 1));
   table.x_first.reserve(static_cast<size_t>(num_rois * pw_count + 1));
   table.region.assign(static_cast<size_t>(num_images), RoiRegion{});
@@ -185,10 +182,7 @@ RoiTable<Acc> build_roi_table(const TensorView& boxes, const std::vector<int64_t
     const int64_t ny = static_cast<int64_t>(table.y_taps.size() - y_before);
     const int64_t nx = static_cast<int64_t>(table.x_taps.size() - x_before);
     table.samples += ny * nx;
-    const bool sampled = ny != 0 && nx != 0;
-    table.row0.push_back(sampled ? row_lo : 0);
-    table.row1.push_back(sampled ? row_hi + 1 : 0);
-    if (!sampled) continue;
+    if (ny == 0 || nx == 0) continue;
     const size_t b = static_cast<size_t>(image[static_cast<size_t>(k)]);
     RoiRegion& r = table.region[b];
     if (!seen[b]) {
