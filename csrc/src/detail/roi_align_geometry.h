@@ -182,7 +182,14 @@ RoiTable<Acc> build_roi_table(const TensorView& boxes, const std::vector<int64_t
     const int64_t ny = static_cast<int64_t>(table.y_taps.size() - y_before);
     const int64_t nx = static_cast<int64_t>(table.x_taps.size() - x_before);
     table.samples += ny * nx;
-    if (ny == 0 || nx == 0) continue;
+    if (ny == 0 || nx == 0) {
+      // No sample contributes: drop the taps of the other axis too, so kernels never touch them.
+      table.y_taps.resize(y_before);
+      table.x_taps.resize(x_before);
+      std::fill(table.y_first.end() - ph_count, table.y_first.end(), static_cast<int64_t>(y_before));
+      std::fill(table.x_first.end() - pw_count, table.x_first.end(), static_cast<int64_t>(x_before));
+      continue;
+    }
     const size_t b = static_cast<size_t>(image[static_cast<size_t>(k)]);
     RoiRegion& r = table.region[b];
     if (!seen[b]) {
