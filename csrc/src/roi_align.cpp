@@ -312,19 +312,23 @@ void backward_kernel(const TensorView& grad_output, const TensorView& grad_input
         }
       }
       // Write every element of the block's planes once: the patch inside the region, zeros outside.
+      // Row by row, pixel-major over the patch (its lines are read once) into nc row streams.
       const detail::RoiRegion& reg = patch.region;
-      for (int64_t c = 0; c < nc; ++c) {
-        T* plane = gi + b * is0 + (c0 + c) * is1;
-        for (int64_t y = 0; y < height; ++y) {
-          T* row = plane + y * is2;
-          if (reg.empty() || y < reg.row0 || y >= reg.row1) {
-            for (int64_t x = 0; x < width; ++x) row[x * is3] = store_as<T>(Acc(0));
-            continue;
-          }
-          const Acc* src = patch.at(y, reg.col0) + c;
-          for (int64_t x = 0; x < reg.col0; ++x) row[x * is3] = store_as<T>(Acc(0));
-          for (int64_t x = reg.col0, i = 0; x < reg.col1; ++x, ++i) row[x * is3] = store_as<T>(src[i * L]);
-          for (int64_t x = reg.col1; x < width; ++x) row[x * is3] = store_as<T>(Acc(0));
+      T* rows[L];
+      for (int64_t y = 0; y < height; ++y) {
+        for (int64_t c = 0; c < nc; ++c) rows[c] = gi + b * is0 + (c0 + c) * is1 + y * is2;
+        if (reg.empty() || y < reg.row0 || y >= reg.row1) {
+          for (int64_t c = 0; c < nc; ++c)
+            for (int64_t x = 0; x < width; ++x) rows[c][x * is3] = store_as<T>(Acc(0));
+          continue;
+        }
+        for (int64_t c = 0; c < nc; ++c) {
+          for (int64_t x = 0; x < reg.col0; ++x) rows[c][x * is3] = store_as<T>(Acc(0));
+          for (int64_t x = reg.col1; x < width; ++x) rows[c][x * is3] = store_as<T>(Acc(0));
+        }
+        const Acc* src = patch.at(y, reg.col0);
+        for (int64_t x = reg.col0; x < reg.col1; ++x, src += L) {
+          for (int64_t c = 0; c < nc; ++c) rows[c][x * is3] = store_as<T>(src[c]);
         }
       }
     }
