@@ -9,6 +9,7 @@
 #include "spatialgrad/grid_sampler_2d.h"
 #include "spatialgrad/parallel.h"
 #include "spatialgrad/upsample_bilinear2d.h"
+#include "spatialgrad/roi_align.h"
 
 namespace sg = spatialgrad;
 
@@ -98,6 +99,46 @@ void BM_grid_sampler_2d_backward(benchmark::State& state) {
   for (auto _ : state) sg::grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
 }
 BENCHMARK(BM_grid_sampler_2d_backward)->ArgsProduct({{1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+// roi_align standard shape: features (2,256,64,64), 512 boxes of 1-16 px, 7x7, sampling_ratio 2, aligned.
+std::vector<float> roi_align_standard_boxes() {
+  std::mt19937 gen(3);
+  std::uniform_real_distribution<float> side(1.0f, 16.0f), unit(0.0f, 1.0f);
+  std::vector<float> boxes;
+  for (int k = 0; k < 512; ++k) {
+    const float w = side(gen), h = side(gen);
+    const float x = unit(gen) * (64 - w), y = unit(gen) * (64 - h);
+    boxes.insert(boxes.end(), {static_cast<float>(k % 2), x, y, x + w, y + h});
+  }
+  return boxes;
+}
+
+sg::RoiAlignParams roi_align_standard_params() {
+  sg::RoiAlignParams p;
+  p.pooled_height = p.pooled_width = 7;
+  p.sampling_ratio = 2;
+  p.aligned = true;
+  return p;
+}
+
+void BM_roi_align_forward(benchmark::State& state) {
+  set_threads(state);
+  std::vector<float> boxes = roi_align_standard_boxes();
+  sg::TensorView rois(boxes.data(), sg::DType::kFloat32, {512, 5});
+  const sg::RoiAlignParams p = roi_align_standard_params();
+  Buffer x({2, 256, 64, 64}, 1), y({512, 256, 7, 7});
+  for (auto _ : state) sg::roi_align(x.view, rois, y.view, p);
+}
+BENCHMARK(BM_roi_align_forward)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_roi_align_backward(benchmark::State& state) {
+  set_threads(state);
+  std::vector<float> boxes = roi_align_standard_boxes();
+  sg::TensorView rois(boxes.data(), sg::DType::kFloat32, {512, 5});
+  const sg::RoiAlignParams p = roi_align_standard_params();
+  Buffer g({512, 256, 7, 7}, 2), gi({2, 256, 64, 64});
+  for (auto _ : state) sg::roi_align_backward(g.view, rois, {2, 256, 64, 64}, gi.view, p);
+}
+BENCHMARK(BM_roi_align_backward)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -55,3 +55,21 @@ def grid_sampler_2d_backward(
     align_corners: bool,
     output_mask: list[bool],
 ) -> tuple[np.ndarray | None, np.ndarray | None]: ...
+def roi_align(
+    input: np.ndarray,
+    boxes: np.ndarray,
+    output_size: list[int],
+    spatial_scale: float,
+    sampling_ratio: int,
+    aligned: bool,
+) -> np.ndarray: ...
+def roi_align_backward(
+    grad_output: np.ndarray,
+    boxes: np.ndarray,
+    input_shape: list[int],
+    pooled_height: int,
+    pooled_width: int,
+    spatial_scale: float,
+    sampling_ratio: int,
+    aligned: bool,
+) -> np.ndarray: ...

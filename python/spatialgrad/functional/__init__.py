@@ -2,6 +2,7 @@
 from .avg_pool2d import avg_pool2d, avg_pool2d_backward
 from .upsample_bilinear2d import upsample_bilinear2d, upsample_bilinear2d_backward
 from .grid_sampler_2d import grid_sample, grid_sampler_2d_backward
+from .roi_align import roi_align, roi_align_backward
 
 __all__ = [
     "avg_pool2d",
@@ -10,4 +11,6 @@ __all__ = [
     "upsample_bilinear2d_backward",
     "grid_sample",
     "grid_sampler_2d_backward",
+    "roi_align",
+    "roi_align_backward",
 ]

@@ -1,0 +1,403 @@
+#include "spatialgrad/roi_align.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "detail/checks.h"
+#include "detail/roi_align_geometry.h"
+#include "spatialgrad/parallel.h"
+
+namespace spatialgrad {
+namespace {
+
+constexpr const char* kForward = "roi_align";
+constexpr const char* kBackward = "roi_align_backward";
+// Rough element-operations per parallel task below which splitting costs more than it saves.
+constexpr int64_t kMinWorkPerTask = 1 << 16;
+
+// Channels handled together: one 64-byte line of Acc values per pixel in the packed patch, so the
+// per-sample work is a fixed-width loop the compiler vectorises.
+template <class Acc>
+constexpr int64_t kLanes = static_cast<int64_t>(64 / sizeof(Acc));
+
+void check_params(const char* op, const RoiAlignParams& p) {
+  SG_CHECK(p.pooled_height >= 0 && p.pooled_width >= 0, op,
+           "(): expected pooled_height and pooled_width >= 0, but got ", p.pooled_height, " and ", p.pooled_width);
+  SG_CHECK(p.sampling_ratio >= 0, op, "(): expected sampling_ratio >= 0, but got ", p.sampling_ratio);
+  SG_CHECK(std::isfinite(p.spatial_scale) && p.spatial_scale > 0, op,
+           "(): expected spatial_scale to be finite and > 0, but got ", p.spatial_scale);
+}
+
+void check_boxes(const char* op, const TensorView& boxes) {
+  SG_CHECK(boxes.dim() == 2 && boxes.size(1) == 5, op,
+           "(): expected boxes of shape (K, 5) with rows (batch_index, x1, y1, x2, y2), but got ",
+           boxes.shape_string());
+}
+
+// floor(boxes[k, 0]) for every ROI, each checked to name an image in [0, num_images). The range test
+// runs on the floating value, so NaN and huge values fail it before any conversion to an integer.
+template <class T>
+std::vector<int64_t> image_indices(const char* op, const TensorView& boxes, int64_t num_images) {
+  const int64_t num_rois = boxes.size(0), s0 = boxes.stride(0);
+  const T* data = boxes.data<T>();
+  std::vector<int64_t> image(static_cast<size_t>(num_rois));
+  for (int64_t k = 0; k < num_rois; ++k) {
+    const double v = load_as<double>(data[k * s0]);
+    SG_CHECK_KIND(v >= 0 && v < static_cast<double>(num_images), kIndex, op, "(): expected the batch index of ROI ",
+                  k, " (boxes[", k, ", 0]) to be in [0, ", num_images, "), but got ", v);
+    image[static_cast<size_t>(k)] = static_cast<int64_t>(std::floor(v));
+  }
+  return image;
+}
+
+// A task's view of one image and one channel block: channels [c0, c0 + channels) of image b,
+// packed pixel-major over the image's sampled region, kLanes values per pixel.
+template <class Acc>
+struct Patch {
+  detail::RoiRegion region;
+  std::vector<Acc> values;
+  Acc* at(int64_t row, int64_t col) {
+    return values.data() + ((row - region.row0) * region.cols() + (col - region.col0)) * kLanes<Acc>;
+  }
+  void reset(const detail::RoiRegion& r) {
+    region = r;
+    values.assign(static_cast<size_t>(r.rows() * r.cols() * kLanes<Acc>), Acc(0));
+  }
+};
+
+// A lane group is kVecs native 16-byte vectors (GCC/Clang generic vectors: SSE2 on baseline x86-64,
+// NEON on ARM). Their element-wise arithmetic is the scalar IEEE arithmetic, lane by lane; unaligned
+// loads and stores go through memcpy.
+template <class Acc>
+struct NativeVector;
+template <>
+struct NativeVector<float> {
+  typedef float type __attribute__((vector_size(16)));
+};
+template <>
+struct NativeVector<double> {
+  typedef double type __attribute__((vector_size(16)));
+};
+template <class Acc>
+using Vec = typename NativeVector<Acc>::type;
+constexpr int64_t kVecs = 4;
+
+template <class Acc>
+struct Lanes {
+  Vec<Acc> v[kVecs];
+};
+static_assert(sizeof(Lanes<float>) == kLanes<float> * sizeof(float), "a lane group is kLanes values");
+static_assert(sizeof(Lanes<double>) == kLanes<double> * sizeof(double), "a lane group is kLanes values");
+
+template <class Acc>
+inline Vec<Acc> load_vec(const Acc* p) {
+  Vec<Acc> v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Forward, one sample: acc += ((w1 v1 + w2 v2) + w3 v3) + w4 v4, torchvision's association.
+template <class Acc>
+inline void add_sample(Lanes<Acc>& acc, const Acc* p1, const Acc* p2, const Acc* p3, const Acc* p4, Acc w1, Acc w2,
+                       Acc w3, Acc w4) {
+  constexpr int64_t n = kLanes<Acc> / kVecs;
+  for (int64_t j = 0; j < kVecs; ++j) {
+    acc.v[j] += ((w1 * load_vec(p1 + j * n) + w2 * load_vec(p2 + j * n)) + w3 * load_vec(p3 + j * n)) +
+                w4 * load_vec(p4 + j * n);
+  }
+}
+
+// Backward, one corner: p += g * w.
+template <class Acc>
+inline void add_scaled(Acc* p, const Lanes<Acc>& g, Acc w) {
+  constexpr int64_t n = kLanes<Acc> / kVecs;
+  for (int64_t j = 0; j < kVecs; ++j) {
+    const Vec<Acc> v = load_vec(p + j * n) + g.v[j] * w;
+    std::memcpy(p + j * n, &v, sizeof(v));
+  }
+}
+
+// Asks for the cache lines of `channels` runs of `span` elements `stride` apart: the next ROI's
+// gradient block, whose scattered 1-3 KB pieces the hardware prefetcher does not see coming.
+template <class T>
+inline void prefetch_block(const T* first, int64_t channels, int64_t stride, int64_t span) {
+  constexpr int64_t kStep = 64 / static_cast<int64_t>(sizeof(T));
+  if (span <= 0 || span > 4096) return;  // unusual layouts: leave it to the hardware
+  for (int64_t c = 0; c < channels; ++c) {
+    const T* p = first + c * stride;
+    for (int64_t i = 0; i < span; i += kStep) __builtin_prefetch(p + i);
+    __builtin_prefetch(p + span - 1);
+  }
+}
+
+template <class Acc>
+int64_t channel_blocks(int64_t channels) {
+  return (channels + kLanes<Acc> - 1) / kLanes<Acc>;
+}
+
+int64_t grain_for(int64_t items, int64_t total_work) {
+  return std::max<int64_t>(1, items * kMinWorkPerTask / std::max<int64_t>(total_work, 1));
+}
+
+template <class T>
+void forward_kernel(const TensorView& input, const TensorView& output, const detail::RoiTable<AccType<T>>& table) {
+  using Acc = AccType<T>;
+  constexpr int64_t L = kLanes<Acc>;
+  const int64_t num_images = input.size(0), channels = input.size(1);
+  const int64_t ph_count = table.pooled_h, pw_count = table.pooled_w;
+  const int64_t is0 = input.stride(0), is1 = input.stride(1), is2 = input.stride(2), is3 = input.stride(3);
+  const int64_t os0 = output.stride(0), os1 = output.stride(1), os2 = output.stride(2), os3 = output.stride(3);
+  const T* in = input.data<T>();
+  T* out = output.data<T>();
+  const int64_t blocks = channel_blocks<Acc>(channels);
+  // ROIs write disjoint outputs, so the forward may also split each image's ROIs into chunks when
+  // images x channel blocks are too few to keep the threads busy.
+  int64_t max_rois = 0;
+  for (int64_t b = 0; b < num_images; ++b) max_rois = std::max(max_rois, table.image_first[b + 1] - table.image_first[b]);
+  const int64_t wanted = 4 * static_cast<int64_t>(get_num_threads());
+  const int64_t chunks = std::max<int64_t>(1, std::min(max_rois, (wanted + num_images * blocks - 1) / (num_images * blocks)));
+  const int64_t items = num_images * blocks * chunks;
+  int64_t pixels = 0;
+  for (const auto& r : table.region) pixels += r.rows() * r.cols();
+  const int64_t work = table.samples * 4 * channels + (pixels * chunks + output.numel()) * L;
+
+  parallel_for(0, items, grain_for(items, work), [&](int64_t lo, int64_t hi) {
+    Patch<Acc> patch;
+    std::vector<Acc> out_bins(static_cast<size_t>(ph_count * pw_count * L));
+    int64_t packed = -1;  // (image, block) currently in the patch
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t chunk = item % chunks, image_block = item / chunks;
+      const int64_t b = image_block / blocks, c0 = (image_block % blocks) * L;
+      const int64_t nc = std::min(L, channels - c0);
+      const int64_t first = table.image_first[b], total = table.image_first[b + 1] - first;
+      const int64_t per_chunk = (total + chunks - 1) / chunks;
+      const int64_t r_lo = first + std::min(total, chunk * per_chunk);
+      const int64_t r_hi = first + std::min(total, (chunk + 1) * per_chunk);
+      if (r_lo >= r_hi) continue;
+      if (packed != image_block) {
+        // Pack the sampled region, channels interleaved; lanes past the last channel stay zero.
+        packed = image_block;
+        patch.reset(table.region[b]);
+        const detail::RoiRegion& reg = patch.region;
+        for (int64_t y = reg.row0; y < reg.row1; ++y) {
+          Acc* dst = patch.at(y, reg.col0);
+          for (int64_t c = 0; c < nc; ++c) {
+            const T* src = in + b * is0 + (c0 + c) * is1 + y * is2;
+            for (int64_t x = reg.col0, i = 0; x < reg.col1; ++x, ++i) dst[i * L + c] = load_as<Acc>(src[x * is3]);
+          }
+        }
+      }
+      const int64_t col0 = patch.region.col0;
+      for (int64_t r = r_lo; r < r_hi; ++r) {
+        const int64_t k = table.order[r];
+        const Acc count = table.count[k];
+        T* out_roi = out + k * os0 + c0 * os1;
+        for (int64_t ph = 0; ph < ph_count; ++ph) {
+          const int64_t y_begin = table.y_first[k * ph_count + ph], y_end = table.y_first[k * ph_count + ph + 1];
+          for (int64_t pw = 0; pw < pw_count; ++pw) {
+            const int64_t x_begin = table.x_first[k * pw_count + pw], x_end = table.x_first[k * pw_count + pw + 1];
+            Lanes<Acc> acc{};
+            for (int64_t iy = y_begin; iy < y_end; ++iy) {
+              const auto& ty = table.y_taps[iy];
+              const Acc* row_lo = patch.at(ty.lo, col0);
+              const Acc* row_hi = patch.at(ty.hi, col0);
+              for (int64_t ix = x_begin; ix < x_end; ++ix) {
+                const auto& tx = table.x_taps[ix];
+                const Acc w1 = ty.w_lo * tx.w_lo, w2 = ty.w_lo * tx.w_hi, w3 = ty.w_hi * tx.w_lo, w4 = ty.w_hi * tx.w_hi;
+                const int64_t x_lo = (tx.lo - col0) * L, x_hi = (tx.hi - col0) * L;
+                const Acc* p1 = row_lo + x_lo;
+                const Acc* p2 = row_lo + x_hi;
+                const Acc* p3 = row_hi + x_lo;
+                const Acc* p4 = row_hi + x_hi;
+                add_sample(acc, p1, p2, p3, p4, w1, w2, w3, w4);
+              }
+            }
+            Acc* means = out_bins.data() + (ph * pw_count + pw) * L;
+            for (int64_t j = 0; j < kVecs; ++j) {
+              const Vec<Acc> mean = acc.v[j] / count;  // lane-wise: torchvision's output_val /= count
+              std::memcpy(means + j * (L / kVecs), &mean, sizeof(mean));
+            }
+          }
+        }
+        // Written channel by channel: contiguous for a contiguous output.
+        for (int64_t c = 0; c < nc; ++c) {
+          for (int64_t ph = 0; ph < ph_count; ++ph) {
+            for (int64_t pw = 0; pw < pw_count; ++pw) {
+              out_roi[c * os1 + ph * os2 + pw * os3] = store_as<T>(out_bins[(ph * pw_count + pw) * L + c]);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// Channel-block split of the scatter: task (image b, block) owns grad_input[b, c0:c0+L] and walks the
+// image's ROIs in their original order, so every element sums its contributions in one fixed order
+// (torchvision's: ROI, ph, pw, iy, ix, corner) whatever the thread count, with no atomics.
+template <class T>
+void backward_kernel(const TensorView& grad_output, const TensorView& grad_input,
+                     const detail::RoiTable<AccType<T>>& table) {
+  using Acc = AccType<T>;
+  constexpr int64_t L = kLanes<Acc>;
+  const int64_t num_images = grad_input.size(0), channels = grad_input.size(1);
+  const int64_t height = grad_input.size(2), width = grad_input.size(3);
+  const int64_t ph_count = table.pooled_h, pw_count = table.pooled_w;
+  const int64_t gs0 = grad_output.stride(0), gs1 = grad_output.stride(1), gs2 = grad_output.stride(2),
+                gs3 = grad_output.stride(3);
+  const int64_t is0 = grad_input.stride(0), is1 = grad_input.stride(1), is2 = grad_input.stride(2),
+                is3 = grad_input.stride(3);
+  const T* go = grad_output.data<T>();
+  T* gi = grad_input.data<T>();
+  const int64_t blocks = channel_blocks<Acc>(channels);
+  const int64_t items = num_images * blocks;
+  const int64_t work = table.samples * 4 * channels + grad_input.numel() * 2;
+  // Elements from a channel's first to its last gradient value (prefetched for the next ROI).
+  const int64_t g_span = ph_count > 0 && pw_count > 0 ? (ph_count - 1) * gs2 + (pw_count - 1) * gs3 + 1 : 0;
+
+  parallel_for(0, items, grain_for(items, work), [&](int64_t lo, int64_t hi) {
+    Patch<Acc> patch;
+    // Lanes past the last channel stay zero.
+    std::vector<Acc> g_bins(static_cast<size_t>(ph_count * pw_count * L), Acc(0));
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t b = item / blocks, c0 = (item % blocks) * L;
+      const int64_t nc = std::min(L, channels - c0);
+      patch.reset(table.region[b]);  // zeroed per task: the block's gradient stays cache-resident
+      const int64_t col0 = patch.region.col0;
+      for (int64_t r = table.image_first[b]; r < table.image_first[b + 1]; ++r) {
+        const int64_t k = table.order[r];
+        const Acc inv_count = Acc(1) / table.count[k];
+        // The ROI's gradient block, bin-major (read channel by channel: contiguous for a contiguous grad_output).
+        const T* g_roi = go + k * gs0 + c0 * gs1;
+        if (r + 1 < table.image_first[b + 1]) prefetch_block(go + table.order[r + 1] * gs0 + c0 * gs1, nc, gs1, g_span);
+        for (int64_t c = 0; c < nc; ++c) {
+          for (int64_t ph = 0; ph < ph_count; ++ph) {
+            for (int64_t pw = 0; pw < pw_count; ++pw) {
+              g_bins[(ph * pw_count + pw) * L + c] = load_as<Acc>(g_roi[c * gs1 + ph * gs2 + pw * gs3]);
+            }
+          }
+        }
+        for (int64_t ph = 0; ph < ph_count; ++ph) {
+          const int64_t y_begin = table.y_first[k * ph_count + ph], y_end = table.y_first[k * ph_count + ph + 1];
+          if (y_begin == y_end) continue;
+          for (int64_t pw = 0; pw < pw_count; ++pw) {
+            const int64_t x_begin = table.x_first[k * pw_count + pw], x_end = table.x_first[k * pw_count + pw + 1];
+            if (x_begin == x_end) continue;
+            Lanes<Acc> g;
+            std::memcpy(&g, g_bins.data() + (ph * pw_count + pw) * L, sizeof(g));
+            for (int64_t iy = y_begin; iy < y_end; ++iy) {
+              const auto& ty = table.y_taps[iy];
+              Acc* row_lo = patch.at(ty.lo, col0);
+              Acc* row_hi = patch.at(ty.hi, col0);
+              for (int64_t ix = x_begin; ix < x_end; ++ix) {
+                const auto& tx = table.x_taps[ix];
+                const int64_t x_lo = (tx.lo - col0) * L, x_hi = (tx.hi - col0) * L;
+                // w / count once per sample; exact like torchvision's g * w / count when count is a power of 2.
+                const Acc w1 = ty.w_lo * tx.w_lo * inv_count, w2 = ty.w_lo * tx.w_hi * inv_count;
+                const Acc w3 = ty.w_hi * tx.w_lo * inv_count, w4 = ty.w_hi * tx.w_hi * inv_count;
+                // Corners may coincide at the far edge: four separate passes keep the adds in order.
+                Acc* p1 = row_lo + x_lo;
+                add_scaled(p1, g, w1);
+                Acc* p2 = row_lo + x_hi;
+                add_scaled(p2, g, w2);
+                Acc* p3 = row_hi + x_lo;
+                add_scaled(p3, g, w3);
+                Acc* p4 = row_hi + x_hi;
+                add_scaled(p4, g, w4);
+              }
+            }
+          }
+        }
+      }
+      // Write every element of the block's planes once: the patch inside the region, zeros outside.
+      // Row by row, pixel-major over the patch (its lines are read once) into nc row streams.
+      const detail::RoiRegion& reg = patch.region;
+      T* rows[L];
+      for (int64_t y = 0; y < height; ++y) {
+        for (int64_t c = 0; c < nc; ++c) rows[c] = gi + b * is0 + (c0 + c) * is1 + y * is2;
+        if (reg.empty() || y < reg.row0 || y >= reg.row1) {
+          for (int64_t c = 0; c < nc; ++c)
+            for (int64_t x = 0; x < width; ++x) rows[c][x * is3] = store_as<T>(Acc(0));
+          continue;
+        }
+        for (int64_t c = 0; c < nc; ++c) {
+          for (int64_t x = 0; x < reg.col0; ++x) rows[c][x * is3] = store_as<T>(Acc(0));
+          for (int64_t x = reg.col1; x < width; ++x) rows[c][x * is3] = store_as<T>(Acc(0));
+        }
+        const Acc* src = patch.at(y, reg.col0);
+        for (int64_t x = reg.col0; x < reg.col1; ++x, src += L) {
+          for (int64_t c = 0; c < nc; ++c) rows[c][x * is3] = store_as<T>(src[c]);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+std::vector<int64_t> roi_align_output_shape(const std::vector<int64_t>& input_shape,
+                                            const std::vector<int64_t>& boxes_shape, const RoiAlignParams& params) {
+  check_params(kForward, params);
+  SG_CHECK(input_shape.size() == 4, kForward, "(): expected input to be 4-D (B, C, H, W), but got ",
+           input_shape.size(), "-D shape ", format_list(input_shape));
+  SG_CHECK(boxes_shape.size() == 2 && boxes_shape[1] == 5, kForward,
+           "(): expected boxes of shape (K, 5) with rows (batch_index, x1, y1, x2, y2), but got ",
+           format_list(boxes_shape));
+  const std::vector<int64_t> shape{boxes_shape[0], input_shape[1], params.pooled_height, params.pooled_width};
+  checked_numel(shape);
+  return shape;
+}
+
+void roi_align(const TensorView& input, const TensorView& boxes, const TensorView& output,
+               const RoiAlignParams& params) {
+  const std::vector<int64_t> expected = roi_align_output_shape(input.sizes(), boxes.sizes(), params);
+  detail::check_shape(kForward, "output", output, expected);
+  detail::check_same_dtype(kForward, "boxes", boxes, "input", input);
+  detail::check_same_dtype(kForward, "output", output, "input", input);
+  dispatch_floating(input.dtype(), kForward, "input", [&](auto tag) {
+    using T = decltype(tag);
+    const std::vector<int64_t> image = image_indices<T>(kForward, boxes, input.size(0));
+    if (output.is_empty()) return;
+    const auto table = detail::build_roi_table<T>(boxes, image, input.size(0), input.size(2), input.size(3), params);
+    forward_kernel<T>(input, output, table);
+  });
+}
+
+void check_roi_align_backward_args(const TensorView& grad_output, const TensorView& boxes,
+                                   const std::vector<int64_t>& input_shape, const RoiAlignParams& params) {
+  check_params(kBackward, params);
+  detail::check_dim(kBackward, "grad_output", grad_output, 4);
+  check_boxes(kBackward, boxes);
+  SG_CHECK(input_shape.size() == 4, kBackward, "(): expected input_shape to have 4 entries (B, C, H, W), but got ",
+           input_shape.size(), " (", format_list(input_shape, "[", "]"), ")");
+  SG_CHECK(std::all_of(input_shape.begin(), input_shape.end(), [](int64_t v) { return v >= 0; }), kBackward,
+           "(): expected input_shape entries >= 0, but got ", format_list(input_shape, "[", "]"));
+  SG_CHECK(boxes.size(0) == grad_output.size(0), kBackward, "(): expected boxes to have one row per ROI of grad_output (",
+           grad_output.size(0), "), but got ", boxes.size(0), " rows");
+  SG_CHECK(grad_output.size(2) == params.pooled_height && grad_output.size(3) == params.pooled_width, kBackward,
+           "(): expected grad_output of pooled size (pooled_height, pooled_width) = (", params.pooled_height, ", ",
+           params.pooled_width, "), but got ", grad_output.size(2), "x", grad_output.size(3), " in shape ",
+           grad_output.shape_string());
+  SG_CHECK(grad_output.size(1) == input_shape[1], kBackward, "(): expected grad_output to have the ", input_shape[1],
+           " channels of input_shape ", format_list(input_shape), ", but got ", grad_output.size(1));
+}
+
+void roi_align_backward(const TensorView& grad_output, const TensorView& boxes,
+                        const std::vector<int64_t>& input_shape, const TensorView& grad_input,
+                        const RoiAlignParams& params) {
+  check_roi_align_backward_args(grad_output, boxes, input_shape, params);
+  detail::check_shape(kBackward, "grad_input", grad_input, input_shape);
+  detail::check_same_dtype(kBackward, "boxes", boxes, "grad_output", grad_output);
+  detail::check_same_dtype(kBackward, "grad_input", grad_input, "grad_output", grad_output);
+  dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
+    using T = decltype(tag);
+    const std::vector<int64_t> image = image_indices<T>(kBackward, boxes, input_shape[0]);
+    if (grad_input.is_empty()) return;
+    const auto table = detail::build_roi_table<T>(boxes, image, input_shape[0], input_shape[2], input_shape[3], params);
+    backward_kernel<T>(grad_output, grad_input, table);
+  });
+}
+
+}  // namespace spatialgrad

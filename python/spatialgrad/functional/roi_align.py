@@ -1,0 +1,102 @@
+"""RoIAlign, average mode (torchvision ``roi_align`` / aclnnRoiAlignV2 semantics)."""
+from __future__ import annotations
+
+import operator
+from typing import Sequence
+
+import numpy as np
+
+from .. import _core
+from ._args import IntOrPair, int_list
+
+__all__ = ["roi_align", "roi_align_backward"]
+
+
+def _int(value, name: str, op: str) -> int:
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{op}(): expected {name} to be an int, but got {value!r}") from None
+
+
+def _float(value, name: str, op: str) -> float:
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{op}(): expected {name} to be a float, but got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}(): expected {name} to be a float, but got {value!r}") from None
+
+
+def roi_align(
+    input: np.ndarray,
+    boxes: np.ndarray,
+    output_size: IntOrPair,
+    spatial_scale: float = 1.0,
+    sampling_ratio: int = 0,
+    aligned: bool = True,
+) -> np.ndarray:
+    """Average of bilinear samples over each bin of each region of interest.
+
+    Note: ``aligned`` defaults to ``True`` here (pixel-centre aligned boxes, the recommended setting),
+    while ``torchvision.ops.roi_align`` defaults to ``aligned=False``.
+
+    Args:
+        input: ``(B, C, H, W)`` array, float32 or float64, any strides.
+        boxes: ``(K, 5)`` array of rows ``(batch_index, x1, y1, x2, y2)`` in input-image coordinates,
+            of the input's dtype; ROI k samples image ``floor(batch_index)``, which must be in ``[0, B)``.
+        output_size: ``P`` or ``(PH, PW)``, the bins per ROI.
+        spatial_scale: multiplies the box coordinates (feature size / image size); finite and > 0.
+        sampling_ratio: samples per bin along each axis; ``0`` = adaptive, ``ceil(roi_size / P)``.
+        aligned: shift the box corners by -0.5 pixel (and do not force boxes to at least 1 pixel).
+
+    Returns:
+        ``(K, C, PH, PW)`` array of the input dtype. Boxes with NaN/Inf coordinates give zeros.
+
+    Raises:
+        ValueError: invalid shapes or parameters. IndexError: a batch index outside ``[0, B)`` (or NaN).
+        TypeError: unsupported dtype, or boxes of another dtype than input.
+    """
+    op = "roi_align"
+    return _core.roi_align(
+        input,
+        boxes,
+        int_list(output_size, "output_size", op),
+        _float(spatial_scale, "spatial_scale", op),
+        _int(sampling_ratio, "sampling_ratio", op),
+        bool(aligned),
+    )
+
+
+def roi_align_backward(
+    grad_output: np.ndarray,
+    boxes: np.ndarray,
+    input_shape: Sequence[int],
+    pooled_height: int,
+    pooled_width: int,
+    spatial_scale: float,
+    sampling_ratio: int,
+    aligned: bool,
+) -> np.ndarray:
+    """Gradient of :func:`roi_align` with respect to its input (aclnnRoiAlignV2Backward).
+
+    Args:
+        grad_output: ``(K, C, pooled_height, pooled_width)`` gradient of the pooled output.
+        boxes: the forward's ``(K, 5)`` boxes, of grad_output's dtype.
+        input_shape: ``(B, C, H, W)``, the forward input's shape.
+        Other arguments as in :func:`roi_align`.
+
+    Returns:
+        ``grad_input`` of shape ``input_shape`` and grad_output's dtype.
+    """
+    op = "roi_align_backward"
+    return _core.roi_align_backward(
+        grad_output,
+        boxes,
+        int_list(input_shape, "input_shape", op),
+        _int(pooled_height, "pooled_height", op),
+        _int(pooled_width, "pooled_width", op),
+        _float(spatial_scale, "spatial_scale", op),
+        _int(sampling_ratio, "sampling_ratio", op),
+        bool(aligned),
+    )
