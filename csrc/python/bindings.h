@@ -6,5 +6,6 @@
 namespace spatialgrad::python {
 
 void bind_avg_pool2d(pybind11::module_& m);
+void bind_ms_deform_attn(pybind11::module_& m);
 
 }  // namespace spatialgrad::python

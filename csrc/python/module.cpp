@@ -13,4 +13,5 @@ PYBIND11_MODULE(_core, m) {
         "Threads used by spatialgrad kernels (process-wide); n <= 0 restores the default.");
   m.def("get_num_threads", &sg::get_num_threads, "Threads used by spatialgrad kernels.");
   sg::python::bind_avg_pool2d(m);
+  sg::python::bind_ms_deform_attn(m);
 }

@@ -1,0 +1,354 @@
+#include "spatialgrad/ms_deform_attn.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "detail/checks.h"
+#include "detail/ms_deform_attn.h"
+#include "spatialgrad/parallel.h"
+
+namespace spatialgrad {
+namespace {
+
+constexpr const char* kForward = "ms_deform_attn";
+constexpr const char* kBackward = "ms_deform_attn_backward";
+// Rough element-operations per parallel task below which splitting costs more than it saves.
+constexpr int64_t kMinWorkPerTask = 1 << 15;
+// Forward tasks cover this many queries of one (batch, head) pair.
+constexpr int64_t kQueryBlock = 64;
+// Channel reductions keep this many independent partial sums (vectorisable, fixed order).
+constexpr int64_t kLanes = 8;
+
+using detail::DeformLevel;
+using detail::DeformSample;
+
+struct Problem {
+  int64_t batch, spatial, heads, channels, queries, levels, points;
+  std::vector<DeformLevel> level_table;
+};
+
+void check_rank(const char* op, const char* name, const std::vector<int64_t>& shape, int64_t dim) {
+  SG_CHECK(static_cast<int64_t>(shape.size()) == dim, op, "(): expected ", name, " to be ", dim, "-D, but got ",
+           shape.size(), "-D tensor of shape ", format_list(shape));
+}
+
+void check_index_dtype(const char* op, const char* name, const TensorView& t) {
+  SG_CHECK_KIND(t.dtype() == DType::kInt32 || t.dtype() == DType::kInt64, kType, op, "(): expected ", name,
+                " to be int32 or int64, but got ", dtype_name(t.dtype()));
+}
+
+// The int32/int64 element at `offset` (in elements) of an index view.
+int64_t read_index(const TensorView& t, int64_t offset) {
+  return t.dtype() == DType::kInt32 ? static_cast<int64_t>(t.data<int32_t>()[offset]) : t.data<int64_t>()[offset];
+}
+
+int64_t checked_add(const char* op, int64_t a, int64_t b) {
+  int64_t out;
+  SG_CHECK_KIND(!__builtin_add_overflow(a, b, &out), kOverflow, op,
+                "(): expected sizes whose sum fits in int64, but got ", a, " + ", b);
+  return out;
+}
+
+// Validates the inputs both directions share (SPEC §5 plus what the NPU leaves unchecked) and
+// reads the level table.
+Problem validate(const char* op, const TensorView& value, const TensorView& spatial_shapes,
+                 const TensorView& level_start_index, const TensorView& sampling_locations,
+                 const TensorView& attention_weights) {
+  detail::check_dim(op, "value", value, 4);
+  detail::check_dim(op, "spatial_shapes", spatial_shapes, 2);
+  SG_CHECK(spatial_shapes.size(1) == 2, op, "(): expected spatial_shapes of shape (L, 2), but got ",
+           spatial_shapes.shape_string());
+  detail::check_dim(op, "level_start_index", level_start_index, 1);
+  detail::check_dim(op, "sampling_locations", sampling_locations, 6);
+  SG_CHECK(sampling_locations.size(5) == 2, op,
+           "(): expected sampling_locations of shape (bs, Q, nH, L, P, 2), but got last dimension ",
+           sampling_locations.size(5), " in shape ", sampling_locations.shape_string());
+  detail::check_dim(op, "attention_weights", attention_weights, 5);
+  detail::check_same_dtype(op, "sampling_locations", sampling_locations, "value", value);
+  detail::check_same_dtype(op, "attention_weights", attention_weights, "value", value);
+  check_index_dtype(op, "spatial_shapes", spatial_shapes);
+  check_index_dtype(op, "level_start_index", level_start_index);
+
+  Problem pb;
+  pb.batch = value.size(0);
+  pb.spatial = value.size(1);
+  pb.heads = value.size(2);
+  pb.channels = value.size(3);
+  pb.levels = spatial_shapes.size(0);
+  pb.queries = sampling_locations.size(1);
+  pb.points = sampling_locations.size(4);
+  const std::vector<int64_t> loc_shape{pb.batch, pb.queries, pb.heads, pb.levels, pb.points, 2};
+  SG_CHECK(sampling_locations.sizes() == loc_shape, op, "(): expected sampling_locations of shape (bs, Q, nH, L, P, 2) = ",
+           format_list(loc_shape), " (bs, nH from value, L from spatial_shapes), but got ",
+           sampling_locations.shape_string());
+  const std::vector<int64_t> weight_shape{pb.batch, pb.queries, pb.heads, pb.levels, pb.points};
+  SG_CHECK(attention_weights.sizes() == weight_shape, op,
+           "(): expected attention_weights of shape (bs, Q, nH, L, P) = ", format_list(weight_shape),
+           " (the first five dimensions of sampling_locations), but got ", attention_weights.shape_string());
+  SG_CHECK(level_start_index.size(0) == pb.levels, op, "(): expected level_start_index of shape (L,) = (", pb.levels,
+           ",) (one entry per level of spatial_shapes), but got ", level_start_index.shape_string());
+
+  pb.level_table.resize(static_cast<size_t>(pb.levels));
+  int64_t total = 0;
+  for (int64_t l = 0; l < pb.levels; ++l) {
+    const int64_t h = read_index(spatial_shapes, l * spatial_shapes.stride(0));
+    const int64_t w = read_index(spatial_shapes, l * spatial_shapes.stride(0) + spatial_shapes.stride(1));
+    SG_CHECK(h >= 1 && w >= 1, op, "(): expected spatial_shapes entries (H, W) >= 1, but got (", h, ", ", w,
+             ") at level ", l);
+    pb.level_table[static_cast<size_t>(l)] = DeformLevel{h, w, total};
+    total = checked_add(op, total, detail::checked_mul(op, h, w));
+  }
+  SG_CHECK(total == pb.spatial, op, "(): expected value.shape[1] to be ", total,
+           " (the sum of H*W over spatial_shapes), but got ", pb.spatial, " in value of shape ", value.shape_string());
+  for (int64_t l = 0; l < pb.levels; ++l) {
+    const int64_t start = read_index(level_start_index, l * level_start_index.stride(0));
+    const int64_t expected = pb.level_table[static_cast<size_t>(l)].start;
+    SG_CHECK(start == expected, op, "(): expected level_start_index[", l, "] to be ", expected,
+             " (the sum of H*W over the levels before it), but got ", start);
+  }
+  return pb;
+}
+
+// Strided views flattened into the index arithmetic the kernels need.
+struct Strides {
+  int64_t v[4], loc[6], attn[5];
+  Strides(const TensorView& value, const TensorView& loc_view, const TensorView& attn_view) {
+    for (int d = 0; d < 4; ++d) v[d] = value.stride(d);
+    for (int d = 0; d < 6; ++d) loc[d] = loc_view.stride(d);
+    for (int d = 0; d < 5; ++d) attn[d] = attn_view.stride(d);
+  }
+};
+
+// Copies value[b, :, h, :] into rows [0, S) of `rows` (S x C, contiguous, accumulation type). The
+// rows after them are left alone: the kernels keep them zero and point absent corners there, so the
+// channel loops need no bounds checks and read unit-stride memory whatever the layout of value.
+template <class T, class Acc>
+void pack_value_slice(const TensorView& value, const Strides& st, int64_t b, int64_t h, int64_t spatial,
+                      int64_t channels, Acc* rows) {
+  const T* src = value.data<T>() + b * st.v[0] + h * st.v[2];
+  for (int64_t s = 0; s < spatial; ++s) {
+    const T* row = src + s * st.v[1];
+    Acc* dst = rows + s * channels;
+    for (int64_t c = 0; c < channels; ++c) dst[c] = load_as<Acc>(row[c * st.v[3]]);
+  }
+}
+
+template <class T>
+void forward_kernel(const Problem& pb, const TensorView& value, const TensorView& loc_view,
+                    const TensorView& attn_view, const TensorView& output) {
+  using Acc = AccType<T>;
+  const int64_t C = pb.channels, S = pb.spatial, Q = pb.queries, L = pb.levels, P = pb.points;
+  const Strides st(value, loc_view, attn_view);
+  const T* loc = loc_view.data<T>();
+  const T* attn = attn_view.data<T>();
+  T* out = output.data<T>();
+  const int64_t os0 = output.stride(0), os1 = output.stride(1), os2 = output.stride(2);
+  const int64_t blocks = (Q + kQueryBlock - 1) / kQueryBlock;
+  // Items are (b, h, query block), so the items of one thread share a packed value slice.
+  const int64_t items = pb.batch * pb.heads * blocks;
+  const int64_t work_per_item = std::max<int64_t>(1, std::min(Q, kQueryBlock) * L * P * (4 * C + 16));
+  parallel_for(0, items, kMinWorkPerTask / work_per_item + 1, [&](int64_t lo, int64_t hi) {
+    std::vector<Acc> rows(static_cast<size_t>((S + 1) * C), Acc(0));  // row S stays zero
+    std::vector<Acc> acc(static_cast<size_t>(C));
+    const Acc* zero_row = rows.data() + S * C;
+    int64_t packed = -1;  // the (b, h) pair in `rows`
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t pair = item / blocks, block = item % blocks;
+      const int64_t b = pair / pb.heads, h = pair % pb.heads;
+      if (pair != packed) {
+        pack_value_slice<T>(value, st, b, h, S, C, rows.data());
+        packed = pair;
+      }
+      const int64_t q_end = std::min(Q, (block + 1) * kQueryBlock);
+      for (int64_t q = block * kQueryBlock; q < q_end; ++q) {
+        Acc* __restrict sum = acc.data();
+        std::fill(acc.begin(), acc.end(), Acc(0));
+        const int64_t loc_bqh = b * st.loc[0] + q * st.loc[1] + h * st.loc[2];
+        const int64_t attn_bqh = b * st.attn[0] + q * st.attn[1] + h * st.attn[2];
+        for (int64_t l = 0; l < L; ++l) {
+          const DeformLevel& level = pb.level_table[static_cast<size_t>(l)];
+          const Acc* level_rows = rows.data() + level.start * C;
+          for (int64_t p = 0; p < P; ++p) {
+            const T* xy = loc + loc_bqh + l * st.loc[3] + p * st.loc[4];
+            DeformSample<Acc> s;
+            if (!detail::locate_deform_sample(load_as<Acc>(xy[0]), load_as<Acc>(xy[st.loc[5]]), level.height,
+                                              level.width, s)) {
+              continue;
+            }
+            const Acc a = load_as<Acc>(attn[attn_bqh + l * st.attn[3] + p * st.attn[4]]);
+            const Acc* __restrict v0 = s.pixel[0] >= 0 ? level_rows + s.pixel[0] * C : zero_row;
+            const Acc* __restrict v1 = s.pixel[1] >= 0 ? level_rows + s.pixel[1] * C : zero_row;
+            const Acc* __restrict v2 = s.pixel[2] >= 0 ? level_rows + s.pixel[2] * C : zero_row;
+            const Acc* __restrict v3 = s.pixel[3] >= 0 ? level_rows + s.pixel[3] * C : zero_row;
+            const Acc w0 = a * s.weight[0], w1 = a * s.weight[1], w2 = a * s.weight[2], w3 = a * s.weight[3];
+            for (int64_t c = 0; c < C; ++c) sum[c] += w0 * v0[c] + w1 * v1[c] + w2 * v2[c] + w3 * v3[c];
+          }
+        }
+        T* dst = out + b * os0 + q * os1 + h * C * os2;
+        for (int64_t c = 0; c < C; ++c) dst[c * os2] = store_as<T>(acc[static_cast<size_t>(c)]);
+      }
+    }
+  });
+}
+
+template <class Acc>
+Acc sum_lanes(const Acc (&part)[kLanes]) {
+  static_assert(kLanes == 8, "fixed pairwise order below");
+  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
+// One task per (b, h): it owns grad_value[b, :, h, :] (accumulated in a private buffer, written
+// once at the end) and the location and weight gradients of that pair, and walks the queries,
+// levels and points in a fixed order, so no atomics are needed and any thread count gives the same bits.
+template <class T>
+void backward_kernel(const Problem& pb, const TensorView& value, const TensorView& loc_view,
+                     const TensorView& attn_view, const TensorView& grad_output, const TensorView& grad_value,
+                     const TensorView& grad_loc, const TensorView& grad_attn) {
+  using Acc = AccType<T>;
+  const int64_t C = pb.channels, S = pb.spatial, Q = pb.queries, L = pb.levels, P = pb.points;
+  const Strides st(value, loc_view, attn_view);
+  const T* loc = loc_view.data<T>();
+  const T* attn = attn_view.data<T>();
+  const T* go = grad_output.data<T>();
+  T* gv = grad_value.data<T>();
+  T* gl = grad_loc.data<T>();
+  T* ga = grad_attn.data<T>();
+  const int64_t gos0 = grad_output.stride(0), gos1 = grad_output.stride(1), gos2 = grad_output.stride(2);
+  int64_t gvs[4], gls[6], gas[5];
+  for (int d = 0; d < 4; ++d) gvs[d] = grad_value.stride(d);
+  for (int d = 0; d < 6; ++d) gls[d] = grad_loc.stride(d);
+  for (int d = 0; d < 5; ++d) gas[d] = grad_attn.stride(d);
+  const int64_t work_per_item = std::max<int64_t>(1, Q * L * P * (12 * C + 32) + 3 * S * C);
+  parallel_for(0, pb.batch * pb.heads, kMinWorkPerTask / work_per_item + 1, [&](int64_t lo, int64_t hi) {
+    // value rows with one zero row after them; grad rows with four scratch rows after them, one per
+    // corner, that absent corners write to (distinct, so the corner pointers never alias).
+    std::vector<Acc> rows(static_cast<size_t>((S + 1) * C), Acc(0));
+    std::vector<Acc> grad_rows(static_cast<size_t>((S + 4) * C));
+    std::vector<Acc> g(static_cast<size_t>(C));
+    const Acc* zero_row = rows.data() + S * C;
+    for (int64_t pair = lo; pair < hi; ++pair) {
+      const int64_t b = pair / pb.heads, h = pair % pb.heads;
+      pack_value_slice<T>(value, st, b, h, S, C, rows.data());
+      std::fill(grad_rows.begin(), grad_rows.end(), Acc(0));
+      for (int64_t q = 0; q < Q; ++q) {
+        const T* go_row = go + b * gos0 + q * gos1 + h * C * gos2;
+        for (int64_t c = 0; c < C; ++c) g[static_cast<size_t>(c)] = load_as<Acc>(go_row[c * gos2]);
+        const Acc* __restrict gr = g.data();
+        const int64_t loc_bqh = b * st.loc[0] + q * st.loc[1] + h * st.loc[2];
+        const int64_t attn_bqh = b * st.attn[0] + q * st.attn[1] + h * st.attn[2];
+        const int64_t gl_bqh = b * gls[0] + q * gls[1] + h * gls[2];
+        const int64_t ga_bqh = b * gas[0] + q * gas[1] + h * gas[2];
+        for (int64_t l = 0; l < L; ++l) {
+          const DeformLevel& level = pb.level_table[static_cast<size_t>(l)];
+          const Acc* level_rows = rows.data() + level.start * C;
+          Acc* level_grads = grad_rows.data() + level.start * C;
+          for (int64_t p = 0; p < P; ++p) {
+            const T* xy = loc + loc_bqh + l * st.loc[3] + p * st.loc[4];
+            T* gxy = gl + gl_bqh + l * gls[3] + p * gls[4];
+            T* gw_out = ga + ga_bqh + l * gas[3] + p * gas[4];
+            DeformSample<Acc> s;
+            if (C == 0 || !detail::locate_deform_sample(load_as<Acc>(xy[0]), load_as<Acc>(xy[st.loc[5]]),
+                                                        level.height, level.width, s)) {
+              gxy[0] = store_as<T>(Acc(0));
+              gxy[gls[5]] = store_as<T>(Acc(0));
+              *gw_out = store_as<T>(Acc(0));
+              continue;
+            }
+            const Acc a = load_as<Acc>(attn[attn_bqh + l * st.attn[3] + p * st.attn[4]]);
+            const Acc* __restrict v0 = s.pixel[0] >= 0 ? level_rows + s.pixel[0] * C : zero_row;
+            const Acc* __restrict v1 = s.pixel[1] >= 0 ? level_rows + s.pixel[1] * C : zero_row;
+            const Acc* __restrict v2 = s.pixel[2] >= 0 ? level_rows + s.pixel[2] * C : zero_row;
+            const Acc* __restrict v3 = s.pixel[3] >= 0 ? level_rows + s.pixel[3] * C : zero_row;
+            Acc* scratch = grad_rows.data() + S * C;
+            Acc* __restrict d0 = s.pixel[0] >= 0 ? level_grads + s.pixel[0] * C : scratch;
+            Acc* __restrict d1 = s.pixel[1] >= 0 ? level_grads + s.pixel[1] * C : scratch + C;
+            Acc* __restrict d2 = s.pixel[2] >= 0 ? level_grads + s.pixel[2] * C : scratch + 2 * C;
+            Acc* __restrict d3 = s.pixel[3] >= 0 ? level_grads + s.pixel[3] * C : scratch + 3 * C;
+            const Acc w0 = s.weight[0], w1 = s.weight[1], w2 = s.weight[2], w3 = s.weight[3];
+            const Acc aw0 = a * w0, aw1 = a * w1, aw2 = a * w2, aw3 = a * w3;
+            const Acc lh = s.lh, lw = s.lw, hh = s.hh, hw = s.hw;
+            Acc weight_part[kLanes] = {}, y_part[kLanes] = {}, x_part[kLanes] = {};
+            // Per channel: the sample (for the weight gradient), its derivatives along y and x
+            // (for the location gradient) and the four grad_value updates.
+            auto channel = [&](int64_t c, int64_t lane) {
+              const Acc gc = gr[c];
+              const Acc e0 = v0[c], e1 = v1[c], e2 = v2[c], e3 = v3[c];
+              weight_part[lane] += gc * (w0 * e0 + w1 * e1 + w2 * e2 + w3 * e3);
+              y_part[lane] += gc * (hw * (e2 - e0) + lw * (e3 - e1));
+              x_part[lane] += gc * (hh * (e1 - e0) + lh * (e3 - e2));
+              d0[c] += aw0 * gc;
+              d1[c] += aw1 * gc;
+              d2[c] += aw2 * gc;
+              d3[c] += aw3 * gc;
+            };
+            int64_t c = 0;
+            for (; c + kLanes <= C; c += kLanes) {
+              for (int64_t lane = 0; lane < kLanes; ++lane) channel(c + lane, lane);
+            }
+            for (int64_t lane = 0; c < C; ++c, ++lane) channel(c, lane);
+            *gw_out = store_as<T>(sum_lanes(weight_part));
+            gxy[0] = store_as<T>(static_cast<Acc>(level.width) * a * sum_lanes(x_part));
+            gxy[gls[5]] = store_as<T>(static_cast<Acc>(level.height) * a * sum_lanes(y_part));
+          }
+        }
+      }
+      T* gv_slice = gv + b * gvs[0] + h * gvs[2];
+      for (int64_t s = 0; s < S; ++s) {
+        T* dst = gv_slice + s * gvs[1];
+        const Acc* src = grad_rows.data() + s * C;
+        for (int64_t c = 0; c < C; ++c) dst[c * gvs[3]] = store_as<T>(src[c]);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+std::vector<int64_t> ms_deform_attn_output_shape(const std::vector<int64_t>& value_shape,
+                                                 const std::vector<int64_t>& sampling_locations_shape) {
+  check_rank(kForward, "value", value_shape, 4);
+  check_rank(kForward, "sampling_locations", sampling_locations_shape, 6);
+  return {value_shape[0], sampling_locations_shape[1], detail::checked_mul(kForward, value_shape[2], value_shape[3])};
+}
+
+void ms_deform_attn(const TensorView& value, const TensorView& spatial_shapes, const TensorView& level_start_index,
+                    const TensorView& sampling_locations, const TensorView& attention_weights,
+                    const TensorView& output) {
+  dispatch_floating(value.dtype(), kForward, "value", [&](auto tag) {
+    using T = decltype(tag);
+    const Problem pb = validate(kForward, value, spatial_shapes, level_start_index, sampling_locations,
+                                attention_weights);
+    detail::check_shape(kForward, "output", output, ms_deform_attn_output_shape(value.sizes(), sampling_locations.sizes()));
+    detail::check_same_dtype(kForward, "output", output, "value", value);
+    if (output.is_empty()) return;
+    forward_kernel<T>(pb, value, sampling_locations, attention_weights, output);
+  });
+}
+
+void ms_deform_attn_backward(const TensorView& value, const TensorView& spatial_shapes,
+                             const TensorView& level_start_index, const TensorView& sampling_locations,
+                             const TensorView& attention_weights, const TensorView& grad_output,
+                             const TensorView& grad_value, const TensorView& grad_sampling_locations,
+                             const TensorView& grad_attention_weights) {
+  dispatch_floating(value.dtype(), kBackward, "value", [&](auto tag) {
+    using T = decltype(tag);
+    const Problem pb = validate(kBackward, value, spatial_shapes, level_start_index, sampling_locations,
+                                attention_weights);
+    detail::check_dim(kBackward, "grad_output", grad_output, 3);
+    const std::vector<int64_t> out_shape{pb.batch, pb.queries, detail::checked_mul(kBackward, pb.heads, pb.channels)};
+    SG_CHECK(grad_output.sizes() == out_shape, kBackward, "(): expected grad_output of shape (bs, Q, nH*C) = ",
+             format_list(out_shape), ", but got ", grad_output.shape_string());
+    detail::check_same_dtype(kBackward, "grad_output", grad_output, "value", value);
+    detail::check_shape(kBackward, "grad_value", grad_value, value.sizes());
+    detail::check_shape(kBackward, "grad_sampling_locations", grad_sampling_locations, sampling_locations.sizes());
+    detail::check_shape(kBackward, "grad_attention_weights", grad_attention_weights, attention_weights.sizes());
+    detail::check_same_dtype(kBackward, "grad_value", grad_value, "value", value);
+    detail::check_same_dtype(kBackward, "grad_sampling_locations", grad_sampling_locations, "value", value);
+    detail::check_same_dtype(kBackward, "grad_attention_weights", grad_attention_weights, "value", value);
+    if (pb.batch == 0 || pb.heads == 0) return;  // every output is empty
+    backward_kernel<T>(pb, value, sampling_locations, attention_weights, grad_output, grad_value,
+                       grad_sampling_locations, grad_attention_weights);
+  });
+}
+
+}  // namespace spatialgrad
