@@ -10,6 +10,11 @@ from .. import _core
 __all__ = ["ms_deform_attn", "ms_deform_attn_backward"]
 
 
+def _index_array(value):
+    # spatial_shapes and level_start_index are small tables: also accept nested lists of ints (-> int64).
+    return value if isinstance(value, np.ndarray) else np.asarray(value)
+
+
 def ms_deform_attn(
     value: np.ndarray,
     spatial_shapes: np.ndarray,
@@ -22,9 +27,9 @@ def ms_deform_attn(
     Args:
         value: ``(bs, S, nH, C)`` float32 or float64, the levels' pixels stacked along ``S`` (row-major
             per level), any strides.
-        spatial_shapes: ``(L, 2)`` int32 or int64, ``(H, W)`` of each level, each >= 1, with
+        spatial_shapes: ``(L, 2)`` int32 or int64 (or a nested list of ints), ``(H, W)`` of each level, each >= 1, with
             ``sum(H * W) == S``.
-        level_start_index: ``(L,)`` int32 or int64, the exclusive prefix sum of ``H * W``.
+        level_start_index: ``(L,)`` int32 or int64 (or a list of ints), the exclusive prefix sum of ``H * W``.
         sampling_locations: ``(bs, Q, nH, L, P, 2)`` of value's dtype; ``[..., 0]`` is x and ``[..., 1]``
             is y, normalised so that ``[0, 1]`` spans the level (pixel centres at ``(i + 0.5) / W``).
         attention_weights: ``(bs, Q, nH, L, P)`` of value's dtype.
@@ -38,7 +43,8 @@ def ms_deform_attn(
         ValueError: inconsistent shapes, ``S`` or ``level_start_index`` not matching ``spatial_shapes``,
             a level smaller than 1x1. TypeError: a dtype other than those listed.
     """
-    return _core.ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
+    return _core.ms_deform_attn(value, _index_array(spatial_shapes), _index_array(level_start_index),
+                                sampling_locations, attention_weights)
 
 
 def ms_deform_attn_backward(
@@ -62,5 +68,6 @@ def ms_deform_attn_backward(
         number of threads (bit for bit).
     """
     return _core.ms_deform_attn_backward(
-        value, spatial_shapes, level_start_index, sampling_locations, attention_weights, grad_output
+        value, _index_array(spatial_shapes), _index_array(level_start_index), sampling_locations,
+        attention_weights, grad_output
     )
