@@ -231,6 +231,12 @@ void backward_kernel(const Problem& pb, const TensorView& value, const TensorVie
       pack_value_slice<T>(value, st, b, h, S, C, rows.data());
       std::fill(grad_rows.begin(), grad_rows.end(), Acc(0));
       for (int64_t q = 0; q < Q; ++q) {
+        if (q + 1 < Q) {  // the next query's locations sit a whole (nH, L, P, 2) block away: fetch them early
+          const T* next_loc = loc + b * st.loc[0] + (q + 1) * st.loc[1] + h * st.loc[2];
+          __builtin_prefetch(next_loc);
+          __builtin_prefetch(next_loc + (L - 1) * st.loc[3] + (P - 1) * st.loc[4] + st.loc[5]);
+          __builtin_prefetch(go + b * gos0 + (q + 1) * gos1 + h * C * gos2);
+        }
         const T* go_row = go + b * gos0 + q * gos1 + h * C * gos2;
         for (int64_t c = 0; c < C; ++c) g[static_cast<size_t>(c)] = load_as<Acc>(go_row[c * gos2]);
         const Acc* __restrict gr = g.data();
@@ -264,18 +270,17 @@ void backward_kernel(const Problem& pb, const TensorView& value, const TensorVie
             Acc* __restrict d1 = s.pixel[1] >= 0 ? level_grads + s.pixel[1] * C : scratch + C;
             Acc* __restrict d2 = s.pixel[2] >= 0 ? level_grads + s.pixel[2] * C : scratch + 2 * C;
             Acc* __restrict d3 = s.pixel[3] >= 0 ? level_grads + s.pixel[3] * C : scratch + 3 * C;
-            const Acc w0 = s.weight[0], w1 = s.weight[1], w2 = s.weight[2], w3 = s.weight[3];
-            const Acc aw0 = a * w0, aw1 = a * w1, aw2 = a * w2, aw3 = a * w3;
-            const Acc lh = s.lh, lw = s.lw, hh = s.hh, hw = s.hw;
-            Acc weight_part[kLanes] = {}, y_part[kLanes] = {}, x_part[kLanes] = {};
-            // Per channel: the sample (for the weight gradient), its derivatives along y and x
-            // (for the location gradient) and the four grad_value updates.
+            const Acc aw0 = a * s.weight[0], aw1 = a * s.weight[1], aw2 = a * s.weight[2], aw3 = a * s.weight[3];
+            // Every gradient but grad_value is linear in the corner values, so it is a combination of
+            // the four dot products <grad_output row, corner row>: one pass over the channels
+            // computes those and the four grad_value updates.
+            Acc dot0[kLanes] = {}, dot1[kLanes] = {}, dot2[kLanes] = {}, dot3[kLanes] = {};
             auto channel = [&](int64_t c, int64_t lane) {
               const Acc gc = gr[c];
-              const Acc e0 = v0[c], e1 = v1[c], e2 = v2[c], e3 = v3[c];
-              weight_part[lane] += gc * (w0 * e0 + w1 * e1 + w2 * e2 + w3 * e3);
-              y_part[lane] += gc * (hw * (e2 - e0) + lw * (e3 - e1));
-              x_part[lane] += gc * (hh * (e1 - e0) + lh * (e3 - e2));
+              dot0[lane] += gc * v0[c];
+              dot1[lane] += gc * v1[c];
+              dot2[lane] += gc * v2[c];
+              dot3[lane] += gc * v3[c];
               d0[c] += aw0 * gc;
               d1[c] += aw1 * gc;
               d2[c] += aw2 * gc;
@@ -286,9 +291,11 @@ void backward_kernel(const Problem& pb, const TensorView& value, const TensorVie
               for (int64_t lane = 0; lane < kLanes; ++lane) channel(c + lane, lane);
             }
             for (int64_t lane = 0; c < C; ++c, ++lane) channel(c, lane);
-            *gw_out = store_as<T>(sum_lanes(weight_part));
-            gxy[0] = store_as<T>(static_cast<Acc>(level.width) * a * sum_lanes(x_part));
-            gxy[gls[5]] = store_as<T>(static_cast<Acc>(level.height) * a * sum_lanes(y_part));
+            const Acc g0 = sum_lanes(dot0), g1 = sum_lanes(dot1), g2 = sum_lanes(dot2), g3 = sum_lanes(dot3);
+            // SPEC: sum_c tg * (w1 v1 + ... + w4 v4); gw = -hh v1 + hh v2 - lh v3 + lh v4; gh = -hw v1 - lw v2 + hw v3 + lw v4.
+            *gw_out = store_as<T>(s.weight[0] * g0 + s.weight[1] * g1 + s.weight[2] * g2 + s.weight[3] * g3);
+            gxy[0] = store_as<T>(static_cast<Acc>(level.width) * a * (s.hh * (g1 - g0) + s.lh * (g3 - g2)));
+            gxy[gls[5]] = store_as<T>(static_cast<Acc>(level.height) * a * (s.hw * (g2 - g0) + s.lw * (g3 - g1)));
           }
         }
       }
