@@ -231,7 +231,7 @@ void backward_kernel(const Problem& pb, const TensorView& value, const TensorVie
       pack_value_slice<T>(value, st, b, h, S, C, rows.data());
       std::fill(grad_rows.begin(), grad_rows.end(), Acc(0));
       for (int64_t q = 0; q < Q; ++q) {
-        if (q + 1 < Q) {  // the next query's locations sit a whole (nH, L, P, 2) block away: fetch them early
+        if (q + 1 < Q && L > 0 && P > 0) {  // the next query's locations sit a whole (nH, L, P, 2) block away
           const T* next_loc = loc + b * st.loc[0] + (q + 1) * st.loc[1] + h * st.loc[2];
           __builtin_prefetch(next_loc);
           __builtin_prefetch(next_loc + (L - 1) * st.loc[3] + (P - 1) * st.loc[4] + st.loc[5]);
