@@ -133,6 +133,17 @@ void pack_value_slice(const TensorView& value, const Strides& st, int64_t b, int
   }
 }
 
+// Copies grad_output[b, q, h*C + c] for all q, c into `rows` (Q x C, contiguous).
+template <class T, class Acc>
+void pack_grad_output_slice(const TensorView& grad_output, int64_t b, int64_t h, int64_t queries, int64_t channels,
+                            Acc* rows) {
+  const int64_t s1 = grad_output.stride(1), s2 = grad_output.stride(2);
+  const T* src = grad_output.data<T>() + b * grad_output.stride(0) + h * channels * s2;
+  for (int64_t q = 0; q < queries; ++q) {
+    for (int64_t c = 0; c < channels; ++c) rows[q * channels + c] = load_as<Acc>(src[q * s1 + c * s2]);
+  }
+}
+
 template <class T>
 void forward_kernel(const Problem& pb, const TensorView& value, const TensorView& loc_view,
                     const TensorView& attn_view, const TensorView& output) {
@@ -209,11 +220,9 @@ void backward_kernel(const Problem& pb, const TensorView& value, const TensorVie
   const Strides st(value, loc_view, attn_view);
   const T* loc = loc_view.data<T>();
   const T* attn = attn_view.data<T>();
-  const T* go = grad_output.data<T>();
   T* gv = grad_value.data<T>();
   T* gl = grad_loc.data<T>();
   T* ga = grad_attn.data<T>();
-  const int64_t gos0 = grad_output.stride(0), gos1 = grad_output.stride(1), gos2 = grad_output.stride(2);
   int64_t gvs[4], gls[6], gas[5];
   for (int d = 0; d < 4; ++d) gvs[d] = grad_value.stride(d);
   for (int d = 0; d < 6; ++d) gls[d] = grad_loc.stride(d);
@@ -224,34 +233,34 @@ void backward_kernel(const Problem& pb, const TensorView& value, const TensorVie
     // corner, that absent corners write to (distinct, so the corner pointers never alias).
     std::vector<Acc> rows(static_cast<size_t>((S + 1) * C), Acc(0));
     std::vector<Acc> grad_rows(static_cast<size_t>((S + 4) * C));
-    std::vector<Acc> g(static_cast<size_t>(C));
+    std::vector<Acc> g(static_cast<size_t>(Q * C));  // grad_output[b, :, h, :]
     const Acc* zero_row = rows.data() + S * C;
     for (int64_t pair = lo; pair < hi; ++pair) {
       const int64_t b = pair / pb.heads, h = pair % pb.heads;
       pack_value_slice<T>(value, st, b, h, S, C, rows.data());
       std::fill(grad_rows.begin(), grad_rows.end(), Acc(0));
-      for (int64_t q = 0; q < Q; ++q) {
-        if (q + 1 < Q && L > 0 && P > 0) {  // the next query's locations sit a whole (nH, L, P, 2) block away
-          const T* next_loc = loc + b * st.loc[0] + (q + 1) * st.loc[1] + h * st.loc[2];
-          __builtin_prefetch(next_loc);
-          __builtin_prefetch(next_loc + (L - 1) * st.loc[3] + (P - 1) * st.loc[4] + st.loc[5]);
-          __builtin_prefetch(go + b * gos0 + (q + 1) * gos1 + h * C * gos2);
-        }
-        const T* go_row = go + b * gos0 + q * gos1 + h * C * gos2;
-        for (int64_t c = 0; c < C; ++c) g[static_cast<size_t>(c)] = load_as<Acc>(go_row[c * gos2]);
-        const Acc* __restrict gr = g.data();
-        const int64_t loc_bqh = b * st.loc[0] + q * st.loc[1] + h * st.loc[2];
-        const int64_t attn_bqh = b * st.attn[0] + q * st.attn[1] + h * st.attn[2];
-        const int64_t gl_bqh = b * gls[0] + q * gls[1] + h * gls[2];
-        const int64_t ga_bqh = b * gas[0] + q * gas[1] + h * gas[2];
-        for (int64_t l = 0; l < L; ++l) {
-          const DeformLevel& level = pb.level_table[static_cast<size_t>(l)];
-          const Acc* level_rows = rows.data() + level.start * C;
-          Acc* level_grads = grad_rows.data() + level.start * C;
+      pack_grad_output_slice<T>(grad_output, b, h, Q, C, g.data());
+      // Level by level, so the rows one pass touches are those of one level (less cache pressure);
+      // each grad_value row still receives its updates in query-then-point order.
+      for (int64_t l = 0; l < L; ++l) {
+        const DeformLevel& level = pb.level_table[static_cast<size_t>(l)];
+        const Acc* level_rows = rows.data() + level.start * C;
+        Acc* level_grads = grad_rows.data() + level.start * C;
+        for (int64_t q = 0; q < Q; ++q) {
+          const Acc* __restrict gr = g.data() + q * C;
+          const int64_t loc_bqh = b * st.loc[0] + q * st.loc[1] + h * st.loc[2] + l * st.loc[3];
+          const int64_t attn_bqh = b * st.attn[0] + q * st.attn[1] + h * st.attn[2] + l * st.attn[3];
+          const int64_t gl_bqh = b * gls[0] + q * gls[1] + h * gls[2] + l * gls[3];
+          const int64_t ga_bqh = b * gas[0] + q * gas[1] + h * gas[2] + l * gas[3];
+          if (q + 1 < Q && P > 0) {  // the next query's points sit a whole (nH, L, P) block away
+            __builtin_prefetch(loc + loc_bqh + st.loc[1]);
+            __builtin_prefetch(loc + loc_bqh + st.loc[1] + (P - 1) * st.loc[4] + st.loc[5]);
+            __builtin_prefetch(attn + attn_bqh + st.attn[1]);
+          }
           for (int64_t p = 0; p < P; ++p) {
-            const T* xy = loc + loc_bqh + l * st.loc[3] + p * st.loc[4];
-            T* gxy = gl + gl_bqh + l * gls[3] + p * gls[4];
-            T* gw_out = ga + ga_bqh + l * gas[3] + p * gas[4];
+            const T* xy = loc + loc_bqh + p * st.loc[4];
+            T* gxy = gl + gl_bqh + p * gls[4];
+            T* gw_out = ga + ga_bqh + p * gas[4];
             DeformSample<Acc> s;
             if (C == 0 || !detail::locate_deform_sample(load_as<Acc>(xy[0]), load_as<Acc>(xy[st.loc[5]]),
                                                         level.height, level.width, s)) {
@@ -260,7 +269,7 @@ void backward_kernel(const Problem& pb, const TensorView& value, const TensorVie
               *gw_out = store_as<T>(Acc(0));
               continue;
             }
-            const Acc a = load_as<Acc>(attn[attn_bqh + l * st.attn[3] + p * st.attn[4]]);
+            const Acc a = load_as<Acc>(attn[attn_bqh + p * st.attn[4]]);
             const Acc* __restrict v0 = s.pixel[0] >= 0 ? level_rows + s.pixel[0] * C : zero_row;
             const Acc* __restrict v1 = s.pixel[1] >= 0 ? level_rows + s.pixel[1] * C : zero_row;
             const Acc* __restrict v2 = s.pixel[2] >= 0 ? level_rows + s.pixel[2] * C : zero_row;
