@@ -160,7 +160,7 @@ void forward_kernel(const Problem& pb, const TensorView& value, const TensorView
   const int64_t work_per_item = std::max<int64_t>(1, std::min(Q, kQueryBlock) * L * P * (4 * C + 16));
   parallel_for(0, items, kMinWorkPerTask / work_per_item + 1, [&](int64_t lo, int64_t hi) {
     std::vector<Acc> rows(static_cast<size_t>((S + 1) * C), Acc(0));  // row S stays zero
-    std::vector<Acc> acc(static_cast<size_t>(C));
+    std::vector<Acc> acc(static_cast<size_t>(std::min(Q, kQueryBlock) * C));  // the block's output rows
     const Acc* zero_row = rows.data() + S * C;
     int64_t packed = -1;  // the (b, h) pair in `rows`
     for (int64_t item = lo; item < hi; ++item) {
@@ -170,23 +170,29 @@ void forward_kernel(const Problem& pb, const TensorView& value, const TensorView
         pack_value_slice<T>(value, st, b, h, S, C, rows.data());
         packed = pair;
       }
-      const int64_t q_end = std::min(Q, (block + 1) * kQueryBlock);
-      for (int64_t q = block * kQueryBlock; q < q_end; ++q) {
-        Acc* __restrict sum = acc.data();
-        std::fill(acc.begin(), acc.end(), Acc(0));
-        const int64_t loc_bqh = b * st.loc[0] + q * st.loc[1] + h * st.loc[2];
-        const int64_t attn_bqh = b * st.attn[0] + q * st.attn[1] + h * st.attn[2];
-        for (int64_t l = 0; l < L; ++l) {
-          const DeformLevel& level = pb.level_table[static_cast<size_t>(l)];
-          const Acc* level_rows = rows.data() + level.start * C;
+      const int64_t q_begin = block * kQueryBlock, q_end = std::min(Q, q_begin + kQueryBlock);
+      std::fill(acc.begin(), acc.end(), Acc(0));
+      // Level by level over the block's queries: each output row still sums its points in (l, p) order.
+      for (int64_t l = 0; l < L; ++l) {
+        const DeformLevel& level = pb.level_table[static_cast<size_t>(l)];
+        const Acc* level_rows = rows.data() + level.start * C;
+        for (int64_t q = q_begin; q < q_end; ++q) {
+          Acc* __restrict sum = acc.data() + (q - q_begin) * C;
+          const int64_t loc_bqh = b * st.loc[0] + q * st.loc[1] + h * st.loc[2] + l * st.loc[3];
+          const int64_t attn_bqh = b * st.attn[0] + q * st.attn[1] + h * st.attn[2] + l * st.attn[3];
+          if (q + 1 < q_end && P > 0) {  // the next query's points sit a whole (nH, L, P) block away
+            __builtin_prefetch(loc + loc_bqh + st.loc[1]);
+            __builtin_prefetch(loc + loc_bqh + st.loc[1] + (P - 1) * st.loc[4] + st.loc[5]);
+            __builtin_prefetch(attn + attn_bqh + st.attn[1]);
+          }
           for (int64_t p = 0; p < P; ++p) {
-            const T* xy = loc + loc_bqh + l * st.loc[3] + p * st.loc[4];
+            const T* xy = loc + loc_bqh + p * st.loc[4];
             DeformSample<Acc> s;
             if (!detail::locate_deform_sample(load_as<Acc>(xy[0]), load_as<Acc>(xy[st.loc[5]]), level.height,
                                               level.width, s)) {
               continue;
             }
-            const Acc a = load_as<Acc>(attn[attn_bqh + l * st.attn[3] + p * st.attn[4]]);
+            const Acc a = load_as<Acc>(attn[attn_bqh + p * st.attn[4]]);
             const Acc* __restrict v0 = s.pixel[0] >= 0 ? level_rows + s.pixel[0] * C : zero_row;
             const Acc* __restrict v1 = s.pixel[1] >= 0 ? level_rows + s.pixel[1] * C : zero_row;
             const Acc* __restrict v2 = s.pixel[2] >= 0 ? level_rows + s.pixel[2] * C : zero_row;
@@ -195,8 +201,11 @@ void forward_kernel(const Problem& pb, const TensorView& value, const TensorView
             for (int64_t c = 0; c < C; ++c) sum[c] += w0 * v0[c] + w1 * v1[c] + w2 * v2[c] + w3 * v3[c];
           }
         }
+      }
+      for (int64_t q = q_begin; q < q_end; ++q) {
         T* dst = out + b * os0 + q * os1 + h * C * os2;
-        for (int64_t c = 0; c < C; ++c) dst[c * os2] = store_as<T>(acc[static_cast<size_t>(c)]);
+        const Acc* src = acc.data() + (q - q_begin) * C;
+        for (int64_t c = 0; c < C; ++c) dst[c * os2] = store_as<T>(src[c]);
       }
     }
   });
