@@ -19,6 +19,11 @@ constexpr int64_t kQueryBlock = 64;
 // Channel reductions keep this many independent partial sums (vectorisable, fixed order).
 constexpr int64_t kLanes = 8;
 
+// Items per parallel task for items of the given cost (in double: huge problems must not overflow).
+int64_t grain_for(double work_per_item) {
+  return static_cast<int64_t>(std::min(static_cast<double>(kMinWorkPerTask), kMinWorkPerTask / work_per_item)) + 1;
+}
+
 using detail::DeformLevel;
 using detail::DeformSample;
 
@@ -157,8 +162,8 @@ void forward_kernel(const Problem& pb, const TensorView& value, const TensorView
   const int64_t blocks = (Q + kQueryBlock - 1) / kQueryBlock;
   // Items are (b, h, query block), so the items of one thread share a packed value slice.
   const int64_t items = pb.batch * pb.heads * blocks;
-  const int64_t work_per_item = std::max<int64_t>(1, std::min(Q, kQueryBlock) * L * P * (4 * C + 16));
-  parallel_for(0, items, kMinWorkPerTask / work_per_item + 1, [&](int64_t lo, int64_t hi) {
+  const double work_per_item = static_cast<double>(std::min(Q, kQueryBlock)) * L * P * (4 * C + 16) + 1;
+  parallel_for(0, items, grain_for(work_per_item), [&](int64_t lo, int64_t hi) {
     std::vector<Acc> rows(static_cast<size_t>((S + 1) * C), Acc(0));  // row S stays zero
     std::vector<Acc> acc(static_cast<size_t>(std::min(Q, kQueryBlock) * C));  // the block's output rows
     const Acc* zero_row = rows.data() + S * C;
@@ -218,8 +223,8 @@ Acc sum_lanes(const Acc (&part)[kLanes]) {
 }
 
 // One task per (b, h): it owns grad_value[b, :, h, :] (accumulated in a private buffer, written
-// once at the end) and the location and weight gradients of that pair, and walks the queries,
-// levels and points in a fixed order, so no atomics are needed and any thread count gives the same bits.
+// once at the end) and the location and weight gradients of that pair, and walks the levels,
+// queries and points in a fixed order, so no atomics are needed and any thread count gives the same bits.
 template <class T>
 void backward_kernel(const Problem& pb, const TensorView& value, const TensorView& loc_view,
                      const TensorView& attn_view, const TensorView& grad_output, const TensorView& grad_value,
@@ -236,8 +241,8 @@ void backward_kernel(const Problem& pb, const TensorView& value, const TensorVie
   for (int d = 0; d < 4; ++d) gvs[d] = grad_value.stride(d);
   for (int d = 0; d < 6; ++d) gls[d] = grad_loc.stride(d);
   for (int d = 0; d < 5; ++d) gas[d] = grad_attn.stride(d);
-  const int64_t work_per_item = std::max<int64_t>(1, Q * L * P * (12 * C + 32) + 3 * S * C);
-  parallel_for(0, pb.batch * pb.heads, kMinWorkPerTask / work_per_item + 1, [&](int64_t lo, int64_t hi) {
+  const double work_per_item = static_cast<double>(Q) * L * P * (12 * C + 32) + 3.0 * S * C + 1;
+  parallel_for(0, pb.batch * pb.heads, grain_for(work_per_item), [&](int64_t lo, int64_t hi) {
     // value rows with one zero row after them; grad rows with four scratch rows after them, one per
     // corner, that absent corners write to (distinct, so the corner pointers never alias).
     std::vector<Acc> rows(static_cast<size_t>((S + 1) * C), Acc(0));
