@@ -149,6 +149,14 @@ void pack_grad_output_slice(const TensorView& grad_output, int64_t b, int64_t h,
   }
 }
 
+// sum += w0 v0 + w1 v1 + w2 v2 + w3 v3 over the channels (a function so that __restrict holds).
+template <class Acc>
+inline void forward_channels(int64_t channels, const Acc* __restrict v0, const Acc* __restrict v1,
+                             const Acc* __restrict v2, const Acc* __restrict v3, Acc w0, Acc w1, Acc w2, Acc w3,
+                             Acc* __restrict sum) {
+  for (int64_t c = 0; c < channels; ++c) sum[c] += w0 * v0[c] + w1 * v1[c] + w2 * v2[c] + w3 * v3[c];
+}
+
 template <class T>
 void forward_kernel(const Problem& pb, const TensorView& value, const TensorView& loc_view,
                     const TensorView& attn_view, const TensorView& output) {
@@ -203,7 +211,7 @@ void forward_kernel(const Problem& pb, const TensorView& value, const TensorView
             const Acc* __restrict v2 = s.pixel[2] >= 0 ? level_rows + s.pixel[2] * C : zero_row;
             const Acc* __restrict v3 = s.pixel[3] >= 0 ? level_rows + s.pixel[3] * C : zero_row;
             const Acc w0 = a * s.weight[0], w1 = a * s.weight[1], w2 = a * s.weight[2], w3 = a * s.weight[3];
-            for (int64_t c = 0; c < C; ++c) sum[c] += w0 * v0[c] + w1 * v1[c] + w2 * v2[c] + w3 * v3[c];
+            forward_channels(C, v0, v1, v2, v3, w0, w1, w2, w3, sum);
           }
         }
       }
@@ -220,6 +228,47 @@ template <class Acc>
 Acc sum_lanes(const Acc (&part)[kLanes]) {
   static_assert(kLanes == 8, "fixed pairwise order below");
   return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
+// The channel pass of one sampling point. Every gradient but grad_value is linear in the corner
+// values, so those are combinations of the four dot products dots[i] = <g, v_i>; the same pass adds
+// aw_i * g to the four grad_value rows d_i. A separate function so that __restrict holds (no
+// run-time alias checks); kLanes partial sums per dot keep the loop vectorised and its order fixed.
+template <class Acc>
+inline void backward_channels(int64_t channels, const Acc* __restrict g, const Acc* __restrict v0,
+                              const Acc* __restrict v1, const Acc* __restrict v2, const Acc* __restrict v3, Acc aw0,
+                              Acc aw1, Acc aw2, Acc aw3, Acc* __restrict d0, Acc* __restrict d1, Acc* __restrict d2,
+                              Acc* __restrict d3, Acc (&dots)[4]) {
+  Acc p0[kLanes] = {}, p1[kLanes] = {}, p2[kLanes] = {}, p3[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= channels; c += kLanes) {
+    for (int64_t lane = 0; lane < kLanes; ++lane) {
+      const Acc gc = g[c + lane];
+      p0[lane] += gc * v0[c + lane];
+      p1[lane] += gc * v1[c + lane];
+      p2[lane] += gc * v2[c + lane];
+      p3[lane] += gc * v3[c + lane];
+      d0[c + lane] += aw0 * gc;
+      d1[c + lane] += aw1 * gc;
+      d2[c + lane] += aw2 * gc;
+      d3[c + lane] += aw3 * gc;
+    }
+  }
+  for (int64_t lane = 0; c < channels; ++c, ++lane) {
+    const Acc gc = g[c];
+    p0[lane] += gc * v0[c];
+    p1[lane] += gc * v1[c];
+    p2[lane] += gc * v2[c];
+    p3[lane] += gc * v3[c];
+    d0[c] += aw0 * gc;
+    d1[c] += aw1 * gc;
+    d2[c] += aw2 * gc;
+    d3[c] += aw3 * gc;
+  }
+  dots[0] = sum_lanes(p0);
+  dots[1] = sum_lanes(p1);
+  dots[2] = sum_lanes(p2);
+  dots[3] = sum_lanes(p3);
 }
 
 // One task per (b, h): it owns grad_value[b, :, h, :] (accumulated in a private buffer, written
@@ -294,27 +343,9 @@ void backward_kernel(const Problem& pb, const TensorView& value, const TensorVie
             Acc* __restrict d2 = s.pixel[2] >= 0 ? level_grads + s.pixel[2] * C : scratch + 2 * C;
             Acc* __restrict d3 = s.pixel[3] >= 0 ? level_grads + s.pixel[3] * C : scratch + 3 * C;
             const Acc aw0 = a * s.weight[0], aw1 = a * s.weight[1], aw2 = a * s.weight[2], aw3 = a * s.weight[3];
-            // Every gradient but grad_value is linear in the corner values, so it is a combination of
-            // the four dot products <grad_output row, corner row>: one pass over the channels
-            // computes those and the four grad_value updates.
-            Acc dot0[kLanes] = {}, dot1[kLanes] = {}, dot2[kLanes] = {}, dot3[kLanes] = {};
-            auto channel = [&](int64_t c, int64_t lane) {
-              const Acc gc = gr[c];
-              dot0[lane] += gc * v0[c];
-              dot1[lane] += gc * v1[c];
-              dot2[lane] += gc * v2[c];
-              dot3[lane] += gc * v3[c];
-              d0[c] += aw0 * gc;
-              d1[c] += aw1 * gc;
-              d2[c] += aw2 * gc;
-              d3[c] += aw3 * gc;
-            };
-            int64_t c = 0;
-            for (; c + kLanes <= C; c += kLanes) {
-              for (int64_t lane = 0; lane < kLanes; ++lane) channel(c + lane, lane);
-            }
-            for (int64_t lane = 0; c < C; ++c, ++lane) channel(c, lane);
-            const Acc g0 = sum_lanes(dot0), g1 = sum_lanes(dot1), g2 = sum_lanes(dot2), g3 = sum_lanes(dot3);
+            Acc dots[4];
+            backward_channels(C, gr, v0, v1, v2, v3, aw0, aw1, aw2, aw3, d0, d1, d2, d3, dots);
+            const Acc g0 = dots[0], g1 = dots[1], g2 = dots[2], g3 = dots[3];
             // SPEC: sum_c tg * (w1 v1 + ... + w4 v4); gw = -hh v1 + hh v2 - lh v3 + lh v4; gh = -hw v1 - lw v2 + hw v3 + lw v4.
             *gw_out = store_as<T>(s.weight[0] * g0 + s.weight[1] * g1 + s.weight[2] * g2 + s.weight[3] * g3);
             gxy[0] = store_as<T>(static_cast<Acc>(level.width) * a * (s.hh * (g1 - g0) + s.lh * (g3 - g2)));
