@@ -26,6 +26,7 @@ from common import time_pair  # noqa: E402
 # Adding an operator: write bench/ops/<name>.py with cases(rng) and add its name here.
 OPS = ["avg_pool2d", "upsample_bilinear2d", "grid_sampler_2d"]
 OPS = ["avg_pool2d", "roi_align"]
+OPS = ["avg_pool2d", "ms_deform_attn"]
 
 
 def copy_bandwidth(torch) -> float:

@@ -7,6 +7,7 @@
 
 #include "spatialgrad/avg_pool2d.h"
 #include "spatialgrad/grid_sampler_2d.h"
+#include "spatialgrad/ms_deform_attn.h"
 #include "spatialgrad/parallel.h"
 #include "spatialgrad/upsample_bilinear2d.h"
 #include "spatialgrad/roi_align.h"
@@ -139,6 +140,35 @@ void BM_roi_align_backward(benchmark::State& state) {
   for (auto _ : state) sg::roi_align_backward(g.view, rois, {2, 256, 64, 64}, gi.view, p);
 }
 BENCHMARK(BM_roi_align_backward)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+// ms_deform_attn at the standard shape: bs 2, levels 64x64/32x32/16x16/8x8, nH 8, C 32, Q 1000, P 4.
+struct MsDeformAttnProblem {
+  std::vector<int64_t> shapes{64, 64, 32, 32, 16, 16, 8, 8}, starts{0, 4096, 5120, 5376};
+  sg::TensorView shapes_view{shapes.data(), sg::DType::kInt64, {4, 2}};
+  sg::TensorView starts_view{starts.data(), sg::DType::kInt64, {4}};
+  Buffer value{{2, 5440, 8, 32}, 1}, loc{{2, 1000, 8, 4, 4, 2}, 2}, attn{{2, 1000, 8, 4, 4}, 3}, grad{{2, 1000, 256}, 4};
+  MsDeformAttnProblem() {
+    for (auto& v : loc.data) v = 0.5f + 0.5f * v;  // [0, 1]
+  }
+};
+
+void BM_ms_deform_attn_forward(benchmark::State& state) {
+  set_threads(state);
+  MsDeformAttnProblem pb;
+  Buffer out({2, 1000, 256});
+  for (auto _ : state) sg::ms_deform_attn(pb.value.view, pb.shapes_view, pb.starts_view, pb.loc.view, pb.attn.view, out.view);
+}
+BENCHMARK(BM_ms_deform_attn_forward)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_ms_deform_attn_backward(benchmark::State& state) {
+  set_threads(state);
+  MsDeformAttnProblem pb;
+  Buffer grad_value({2, 5440, 8, 32}), grad_loc({2, 1000, 8, 4, 4, 2}), grad_attn({2, 1000, 8, 4, 4});
+  for (auto _ : state) {
+    sg::ms_deform_attn_backward(pb.value.view, pb.shapes_view, pb.starts_view, pb.loc.view, pb.attn.view, pb.grad.view,
+                                grad_value.view, grad_loc.view, grad_attn.view);
+  }
+}
+BENCHMARK(BM_ms_deform_attn_backward)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

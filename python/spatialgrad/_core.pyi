@@ -73,3 +73,18 @@ def roi_align_backward(
     sampling_ratio: int,
     aligned: bool,
 ) -> np.ndarray: ...
+def ms_deform_attn(
+    value: np.ndarray,
+    spatial_shapes: np.ndarray,
+    level_start_index: np.ndarray,
+    sampling_locations: np.ndarray,
+    attention_weights: np.ndarray,
+) -> np.ndarray: ...
+def ms_deform_attn_backward(
+    value: np.ndarray,
+    spatial_shapes: np.ndarray,
+    level_start_index: np.ndarray,
+    sampling_locations: np.ndarray,
+    attention_weights: np.ndarray,
+    grad_output: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...

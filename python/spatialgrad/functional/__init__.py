@@ -3,6 +3,7 @@ from .avg_pool2d import avg_pool2d, avg_pool2d_backward
 from .upsample_bilinear2d import upsample_bilinear2d, upsample_bilinear2d_backward
 from .grid_sampler_2d import grid_sample, grid_sampler_2d_backward
 from .roi_align import roi_align, roi_align_backward
+from .ms_deform_attn import ms_deform_attn, ms_deform_attn_backward
 
 __all__ = [
     "avg_pool2d",
@@ -13,4 +14,6 @@ __all__ = [
     "grid_sampler_2d_backward",
     "roi_align",
     "roi_align_backward",
+    "ms_deform_attn",
+    "ms_deform_attn_backward",
 ]

@@ -1,0 +1,50 @@
+"""ms_deform_attn at the standard shape: bs 2, levels 64x64/32x32/16x16/8x8, nH 8, C 32, Q 1000, L 4, P 4,
+float32, against the grid_sample composition of mmcv's PyTorch fallback (its forward, and its autograd
+backward through a retained graph)."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import spatialgrad as sg
+from common import Case, nbytes
+
+# The reference lives with the tests (one copy, shared with the parity tests).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "python"))
+from msda_reference import ms_deform_attn_grid_sample  # noqa: E402
+
+LEVELS = [(64, 64), (32, 32), (16, 16), (8, 8)]
+
+
+def cases(rng):
+    bs, heads, channels, queries, points = 2, 8, 32, 1000, 4
+    shapes = np.array(LEVELS, np.int64)
+    areas = shapes[:, 0] * shapes[:, 1]
+    starts = np.cumsum(areas) - areas
+    value = rng.standard_normal((bs, int(areas.sum()), heads, channels)).astype(np.float32)
+    loc = rng.uniform(0, 1, (bs, queries, heads, len(LEVELS), points, 2)).astype(np.float32)
+    attn = rng.uniform(0, 1, (bs, queries, heads, len(LEVELS), points)).astype(np.float32)
+    attn /= attn.sum(axis=(3, 4), keepdims=True)
+    grad = rng.standard_normal((bs, queries, heads * channels)).astype(np.float32)
+    tv, tl, ta = (torch.from_numpy(a).requires_grad_() for a in (value, loc, attn))
+    tg = torch.from_numpy(grad)
+
+    def baseline_forward():
+        with torch.no_grad():
+            return ms_deform_attn_grid_sample(tv, shapes, tl, ta)
+
+    graph = ms_deform_attn_grid_sample(tv, shapes, tl, ta)
+
+    def baseline_backward():
+        return torch.autograd.grad(graph, (tv, tl, ta), tg, retain_graph=True)
+
+    variant = "std bs2 Q1000"
+    out = sg.ms_deform_attn(value, shapes, starts, loc, attn)
+    return [
+        Case("ms_deform_attn", variant, "forward", lambda: sg.ms_deform_attn(value, shapes, starts, loc, attn),
+             baseline_forward, "grid_sample fallback", nbytes(value, loc, attn, out)),
+        Case("ms_deform_attn", variant, "backward",
+             lambda: sg.ms_deform_attn_backward(value, shapes, starts, loc, attn, grad), baseline_backward,
+             "grid_sample fallback autograd", nbytes(value, loc, attn, grad, value, loc, attn)),
+    ]

@@ -1,0 +1,71 @@
+#include "spatialgrad/ms_deform_attn.h"
+
+#include <string>
+
+#include "bindings.h"
+#include "numpy_view.h"
+
+namespace spatialgrad::python {
+
+namespace {
+
+constexpr const char* kForward = "ms_deform_attn";
+constexpr const char* kBackward = "ms_deform_attn_backward";
+
+// spatial_shapes and level_start_index hold integers: name the dtypes they accept rather than
+// view_of's floating ones (the core repeats the check for C++ callers).
+TensorView index_view_of(const py::array& array, const char* op, const char* arg) {
+  const py::dtype dtype = array.dtype();
+  if (!dtype.equal(py::dtype::of<int32_t>()) && !dtype.equal(py::dtype::of<int64_t>())) {
+    detail::fail(ErrorKind::kType, op, "(): expected ", arg, " to be int32 or int64, but got ",
+                 py::str(static_cast<const py::object&>(dtype)).cast<std::string>());
+  }
+  return view_of(array, op, arg);
+}
+
+}  // namespace
+
+void bind_ms_deform_attn(py::module_& m) {
+  m.def(
+      "ms_deform_attn",
+      [](const py::array& value, const py::array& spatial_shapes, const py::array& level_start_index,
+         const py::array& sampling_locations, const py::array& attention_weights) {
+        const TensorView v = view_of(value, kForward, "value");
+        const TensorView shapes = index_view_of(spatial_shapes, kForward, "spatial_shapes");
+        const TensorView starts = index_view_of(level_start_index, kForward, "level_start_index");
+        const TensorView loc = view_of(sampling_locations, kForward, "sampling_locations");
+        const TensorView attn = view_of(attention_weights, kForward, "attention_weights");
+        Output out = new_output(v.dtype(), ms_deform_attn_output_shape(v.sizes(), loc.sizes()));
+        {
+          py::gil_scoped_release release;
+          ms_deform_attn(v, shapes, starts, loc, attn, out.view);
+        }
+        return out.array;
+      },
+      py::arg("value"), py::arg("spatial_shapes"), py::arg("level_start_index"), py::arg("sampling_locations"),
+      py::arg("attention_weights"));
+
+  m.def(
+      "ms_deform_attn_backward",
+      [](const py::array& value, const py::array& spatial_shapes, const py::array& level_start_index,
+         const py::array& sampling_locations, const py::array& attention_weights, const py::array& grad_output) {
+        const TensorView v = view_of(value, kBackward, "value");
+        const TensorView shapes = index_view_of(spatial_shapes, kBackward, "spatial_shapes");
+        const TensorView starts = index_view_of(level_start_index, kBackward, "level_start_index");
+        const TensorView loc = view_of(sampling_locations, kBackward, "sampling_locations");
+        const TensorView attn = view_of(attention_weights, kBackward, "attention_weights");
+        const TensorView go = view_of(grad_output, kBackward, "grad_output");
+        Output grad_value = new_output(v.dtype(), v.sizes());
+        Output grad_loc = new_output(v.dtype(), loc.sizes());
+        Output grad_attn = new_output(v.dtype(), attn.sizes());
+        {
+          py::gil_scoped_release release;
+          ms_deform_attn_backward(v, shapes, starts, loc, attn, go, grad_value.view, grad_loc.view, grad_attn.view);
+        }
+        return py::make_tuple(grad_value.array, grad_loc.array, grad_attn.array);
+      },
+      py::arg("value"), py::arg("spatial_shapes"), py::arg("level_start_index"), py::arg("sampling_locations"),
+      py::arg("attention_weights"), py::arg("grad_output"));
+}
+
+}  // namespace spatialgrad::python

@@ -1,0 +1,73 @@
+"""Multi-scale deformable attention (mmcv ``MultiScaleDeformableAttnFunction`` semantics)."""
+from __future__ import annotations
+
+from typing import Tuple
+
+import numpy as np
+
+from .. import _core
+
+__all__ = ["ms_deform_attn", "ms_deform_attn_backward"]
+
+
+def _index_array(value):
+    # spatial_shapes and level_start_index are small tables: also accept nested lists of ints (-> int64).
+    return value if isinstance(value, np.ndarray) else np.asarray(value)
+
+
+def ms_deform_attn(
+    value: np.ndarray,
+    spatial_shapes: np.ndarray,
+    level_start_index: np.ndarray,
+    sampling_locations: np.ndarray,
+    attention_weights: np.ndarray,
+) -> np.ndarray:
+    """Attention-weighted sum of bilinear samples taken from a multi-level feature map.
+
+    Args:
+        value: ``(bs, S, nH, C)`` float32 or float64, the levels' pixels stacked along ``S`` (row-major
+            per level), any strides.
+        spatial_shapes: ``(L, 2)`` int32 or int64 (or a nested list of ints), ``(H, W)`` of each level, each >= 1, with
+            ``sum(H * W) == S``.
+        level_start_index: ``(L,)`` int32 or int64 (or a list of ints), the exclusive prefix sum of ``H * W``.
+        sampling_locations: ``(bs, Q, nH, L, P, 2)`` of value's dtype; ``[..., 0]`` is x and ``[..., 1]``
+            is y, normalised so that ``[0, 1]`` spans the level (pixel centres at ``(i + 0.5) / W``).
+        attention_weights: ``(bs, Q, nH, L, P)`` of value's dtype.
+
+    Returns:
+        ``(bs, Q, nH * C)`` array, element ``[b, q, h * C + c]``. A point outside the open range
+        ``-1 < x * W - 0.5 < W``, ``-1 < y * H - 0.5 < H`` (or NaN) contributes nothing; pixels outside the
+        level read as zero (``grid_sample`` with ``padding_mode="zeros"``, ``align_corners=False``).
+
+    Raises:
+        ValueError: inconsistent shapes, ``S`` or ``level_start_index`` not matching ``spatial_shapes``,
+            a level smaller than 1x1. TypeError: a dtype other than those listed.
+    """
+    return _core.ms_deform_attn(value, _index_array(spatial_shapes), _index_array(level_start_index),
+                                sampling_locations, attention_weights)
+
+
+def ms_deform_attn_backward(
+    value: np.ndarray,
+    spatial_shapes: np.ndarray,
+    level_start_index: np.ndarray,
+    sampling_locations: np.ndarray,
+    attention_weights: np.ndarray,
+    grad_output: np.ndarray,
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gradients of :func:`ms_deform_attn` (aclnnMultiScaleDeformableAttentionGrad).
+
+    Args:
+        value, spatial_shapes, level_start_index, sampling_locations, attention_weights: as in
+            :func:`ms_deform_attn`.
+        grad_output: ``(bs, Q, nH * C)``, the gradient of the output, of value's dtype.
+
+    Returns:
+        ``(grad_value, grad_sampling_locations, grad_attention_weights)``, shaped like the inputs. Points
+        that contribute nothing get zero location and weight gradients. The result does not depend on the
+        number of threads (bit for bit).
+    """
+    return _core.ms_deform_attn_backward(
+        value, _index_array(spatial_shapes), _index_array(level_start_index), sampling_locations,
+        attention_weights, grad_output
+    )
