@@ -24,9 +24,7 @@ sys.path.insert(0, str(HERE))
 from common import time_pair  # noqa: E402
 
 # Adding an operator: write bench/ops/<name>.py with cases(rng) and add its name here.
-OPS = ["avg_pool2d", "upsample_bilinear2d", "grid_sampler_2d"]
-OPS = ["avg_pool2d", "roi_align"]
-OPS = ["avg_pool2d", "ms_deform_attn"]
+OPS = ["avg_pool2d", "upsample_bilinear2d", "grid_sampler_2d", "roi_align", "ms_deform_attn"]
 
 
 def copy_bandwidth(torch) -> float:
