@@ -1,18 +1,12 @@
 """ms_deform_attn at the standard shape: bs 2, levels 64x64/32x32/16x16/8x8, nH 8, C 32, Q 1000, L 4, P 4,
 float32, against the grid_sample composition of mmcv's PyTorch fallback (its forward, and its autograd
 backward through a retained graph)."""
-import sys
-from pathlib import Path
-
 import numpy as np
 import torch
 
 import spatialgrad as sg
 from common import Case, nbytes
-
-# The reference lives with the tests (one copy, shared with the parity tests).
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "python"))
-from msda_reference import ms_deform_attn_grid_sample  # noqa: E402
+from spatialgrad.torch import ms_deform_attn_reference
 
 LEVELS = [(64, 64), (32, 32), (16, 16), (8, 8)]
 
@@ -32,9 +26,9 @@ def cases(rng):
 
     def baseline_forward():
         with torch.no_grad():
-            return ms_deform_attn_grid_sample(tv, shapes, tl, ta)
+            return ms_deform_attn_reference(tv, shapes, tl, ta)
 
-    graph = ms_deform_attn_grid_sample(tv, shapes, tl, ta)
+    graph = ms_deform_attn_reference(tv, shapes, tl, ta)
 
     def baseline_backward():
         return torch.autograd.grad(graph, (tv, tl, ta), tg, retain_graph=True)

@@ -6,7 +6,7 @@ from helpers import assert_adjoint, finite_difference, negative_strided, non_con
     same_bits_for_thread_counts, tol, torch
 
 if torch is not None:
-    from msda_reference import ms_deform_attn_grid_sample
+    from spatialgrad.torch import ms_deform_attn_reference
 
 STANDARD_LEVELS = [(64, 64), (32, 32), (16, 16), (8, 8)]
 
@@ -57,7 +57,7 @@ SHAPES = [
 def reference(value, spatial_shapes, loc, attn, grad_output):
     """Forward and autograd backward of the grid_sample composition."""
     tv, tl, ta = (torch.from_numpy(np.ascontiguousarray(a)).requires_grad_() for a in (value, loc, attn))
-    out = ms_deform_attn_grid_sample(tv, spatial_shapes, tl, ta)
+    out = ms_deform_attn_reference(tv, spatial_shapes, tl, ta)
     out.backward(torch.from_numpy(grad_output))
     return out.detach().numpy(), tv.grad.numpy(), tl.grad.numpy(), ta.grad.numpy()
 

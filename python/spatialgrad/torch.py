@@ -1,0 +1,162 @@
+"""Differentiable PyTorch functions backed by spatialgrad's CPU kernels.
+
+Importing this module needs PyTorch; ``import spatialgrad`` does not. Signatures and defaults follow the
+PyTorch/torchvision/mmcv functions they replace:
+
+========================  ======================================================================
+``roi_align``             ``torchvision.ops.roi_align``
+``upsample_bilinear2d``   ``torch.nn.functional.interpolate(..., mode="bilinear")``
+``avg_pool2d``            ``torch.nn.functional.avg_pool2d``
+``grid_sample``           ``torch.nn.functional.grid_sample``
+``ms_deform_attn``        mmcv ``MultiScaleDeformableAttnFunction.apply`` (``im2col_step`` is ignored)
+========================  ======================================================================
+
+CPU tensors are shared with the kernels without copies (inputs are viewed through their strides, outputs are
+wrapped with ``torch.from_numpy``). Gradients are computed only for inputs that require them. Double backward
+is not supported and raises an error.
+"""
+from __future__ import annotations
+
+import math
+from typing import List, Optional, Sequence, Union
+
+import numpy as np
+import torch
+from torch.autograd.function import once_differentiable
+
+from ._registry import OpSpec, lookup
+
+__all__ = ["roi_align", "upsample_bilinear2d", "avg_pool2d", "grid_sample", "ms_deform_attn",
+           "ms_deform_attn_reference"]
+
+
+def _to_numpy(t: torch.Tensor, op: str, name: str) -> np.ndarray:
+    """A NumPy view of a CPU tensor (no copy)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"spatialgrad.torch.{op}(): expected {name} to be a torch.Tensor, but got {type(t).__name__}")
+    if t.device.type != "cpu":
+        raise ValueError(f"spatialgrad.torch.{op}(): expected {name} to be a CPU tensor, but got device {t.device}")
+    return t.detach().numpy()
+
+
+def _to_torch(a: Optional[np.ndarray]) -> Optional[torch.Tensor]:
+    return None if a is None else torch.from_numpy(a)
+
+
+class _SpatialgradFunction(torch.autograd.Function):
+    """One autograd Function for every operator: the registry entry says how to run forward and backward."""
+
+    @staticmethod
+    def forward(ctx, spec: OpSpec, options: dict, *tensors: torch.Tensor) -> torch.Tensor:
+        arrays = {name: _to_numpy(t, spec.name, name) for name, t in zip(spec.arrays, tensors)}
+        out = spec.forward(**arrays, **options)
+        ctx.spec, ctx.options = spec, options
+        ctx.save_for_backward(*tensors)
+        return torch.from_numpy(out)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out: torch.Tensor):
+        spec: OpSpec = ctx.spec
+        tensors = ctx.saved_tensors
+        needs = [bool(n) and d for n, d in zip(ctx.needs_input_grad[2:], spec.differentiable)]
+        if not any(needs):
+            return (None, None) + (None,) * len(tensors)
+        arrays = {name: _to_numpy(t, spec.name, name) for name, t in zip(spec.arrays, tensors)}
+        grads = spec.backward(_to_numpy(grad_out, spec.name, "grad_output"), arrays, ctx.options, needs)
+        return (None, None) + tuple(_to_torch(g) if need else None for g, need in zip(grads, needs))
+
+
+def _apply(name: str, tensors: Sequence[torch.Tensor], options: dict) -> torch.Tensor:
+    return _SpatialgradFunction.apply(lookup(name), options, *tensors)
+
+
+def avg_pool2d(input: torch.Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: Optional[int] = None) -> torch.Tensor:
+    """Differentiable ``F.avg_pool2d`` (3-D or 4-D input)."""
+    return _apply("avg_pool2d", [input], dict(kernel_size=kernel_size, stride=stride, padding=padding,
+                                               ceil_mode=ceil_mode, count_include_pad=count_include_pad,
+                                               divisor_override=divisor_override))
+
+
+def upsample_bilinear2d(input: torch.Tensor, size=None, scale_factor=None, align_corners: Optional[bool] = None,
+                        recompute_scale_factor: Optional[bool] = None) -> torch.Tensor:
+    """Differentiable ``F.interpolate(input, size, scale_factor, mode="bilinear", align_corners, ...)``.
+
+    A ``channels_last`` input is computed in NHWC without copies and gives a ``channels_last`` result, as in PyTorch.
+    """
+    if input.dim() != 4:
+        raise ValueError(f"spatialgrad.torch.upsample_bilinear2d(): expected a 4-D input, but got {input.dim()}-D")
+    if recompute_scale_factor and scale_factor is not None:
+        # PyTorch then derives the size and uses the size ratio for the coordinates.
+        sh, sw = (scale_factor, scale_factor) if not isinstance(scale_factor, (tuple, list)) else scale_factor
+        size = (int(math.floor(input.shape[2] * sh)), int(math.floor(input.shape[3] * sw)))
+        scale_factor = None
+    options = dict(output_size=size, scale_factor=scale_factor, align_corners=bool(align_corners))
+    channels_last = not input.is_contiguous() and input.is_contiguous(memory_format=torch.channels_last)
+    if channels_last:
+        out = _apply("upsample_bilinear2d", [input.permute(0, 2, 3, 1)], dict(options, layout="NHWC"))
+        return out.permute(0, 3, 1, 2)
+    return _apply("upsample_bilinear2d", [input], dict(options, layout="NCHW"))
+
+
+def grid_sample(input: torch.Tensor, grid: torch.Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
+                align_corners: Optional[bool] = None) -> torch.Tensor:
+    """Differentiable ``F.grid_sample`` for 4-D input (``align_corners=None`` means False, as in PyTorch)."""
+    return _apply("grid_sample", [input, grid], dict(mode=mode, padding_mode=padding_mode,
+                                                      align_corners=bool(align_corners)))
+
+
+def _boxes_k5(boxes: Union[torch.Tensor, List[torch.Tensor]], dtype: torch.dtype) -> torch.Tensor:
+    """torchvision's box formats: a (K, 5) tensor, or a list of (L_i, 4) tensors, one per image."""
+    if isinstance(boxes, (list, tuple)):
+        parts = [torch.cat([torch.full((b.shape[0], 1), i, dtype=b.dtype), b], dim=1) for i, b in enumerate(boxes)]
+        boxes = torch.cat(parts, dim=0) if parts else torch.zeros((0, 5), dtype=dtype)
+    return boxes.detach()
+
+
+def roi_align(input: torch.Tensor, boxes: Union[torch.Tensor, List[torch.Tensor]], output_size,
+              spatial_scale: float = 1.0, sampling_ratio: int = -1, aligned: bool = False) -> torch.Tensor:
+    """Differentiable ``torchvision.ops.roi_align`` (same defaults: ``sampling_ratio=-1`` adaptive, ``aligned=False``)."""
+    return _apply("roi_align", [input, _boxes_k5(boxes, input.dtype)],
+                  dict(output_size=output_size, spatial_scale=float(spatial_scale),
+                       sampling_ratio=max(int(sampling_ratio), 0), aligned=bool(aligned)))
+
+
+def ms_deform_attn(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
+                   sampling_locations: torch.Tensor, attention_weights: torch.Tensor,
+                   im2col_step: int = 64) -> torch.Tensor:
+    """Differentiable multi-scale deformable attention, mmcv argument order; returns (bs, Q, nH*C).
+
+    ``im2col_step`` is accepted for compatibility and ignored (the CPU kernel needs no batching of columns).
+    """
+    del im2col_step
+    return _apply("ms_deform_attn", [value, spatial_shapes, level_start_index, sampling_locations,
+                                     attention_weights], {})
+
+
+def ms_deform_attn_reference(value: torch.Tensor, spatial_shapes: torch.Tensor, sampling_locations: torch.Tensor,
+                             attention_weights: torch.Tensor) -> torch.Tensor:
+    """Multi-scale deformable attention composed of PyTorch ops (mmcv's CPU fallback formula).
+
+    Each level of ``value`` is sampled with ``F.grid_sample`` (bilinear, zeros padding, ``align_corners=False``)
+    at ``2 * location - 1`` and the samples are summed with the attention weights. It allocates temporaries of
+    size bs*nH*C*Q*L*P; it is here as the reference that tests, benchmarks and examples compare against.
+    Shapes as in :func:`ms_deform_attn`; returns (bs, Q, nH*C).
+    """
+    bs, _, heads, channels = value.shape
+    _, queries, _, levels, points, _ = sampling_locations.shape
+    sizes = [(int(h), int(w)) for h, w in spatial_shapes]  # a tensor, an array or a list of pairs
+    grids = 2 * sampling_locations - 1
+    sampled = []
+    for level, (value_level, (h, w)) in enumerate(zip(value.split([h * w for h, w in sizes], dim=1), sizes)):
+        # (bs, H*W, nH, C) -> (bs*nH, C, H, W)
+        image = value_level.flatten(2).transpose(1, 2).reshape(bs * heads, channels, h, w)
+        # (bs, Q, nH, P, 2) -> (bs*nH, Q, P, 2)
+        grid = grids[:, :, :, level].transpose(1, 2).flatten(0, 1)
+        sampled.append(torch.nn.functional.grid_sample(image, grid, mode="bilinear", padding_mode="zeros",
+                                                       align_corners=False))
+    # (bs, Q, nH, L, P) -> (bs*nH, 1, Q, L*P)
+    weights = attention_weights.transpose(1, 2).reshape(bs * heads, 1, queries, levels * points)
+    out = (torch.stack(sampled, dim=-2).flatten(-2) * weights).sum(-1)
+    return out.view(bs, heads * channels, queries).transpose(1, 2).contiguous()
