@@ -6,7 +6,7 @@ JOBS    ?= 2
 CMAKE   := cmake
 ROOT    := $(CURDIR)
 
-.PHONY: all bootstrap install cpp-test python-test test asan-test demo bench clean
+.PHONY: all bootstrap install cpp-test python-test test asan-test demo examples bench clean
 
 all: test
 
@@ -37,8 +37,15 @@ asan-test: bootstrap
 	$(CMAKE) --build $(BUILD)/asan -j $(JOBS)
 	ctest --test-dir $(BUILD)/asan --output-on-failure -j $(JOBS)
 
+# The quick start, then a tiny detector trained with all five operators (gradients checked against torch).
 demo: install
 	$(PY) examples/quickstart.py
+	$(PY) examples/train_tiny_detector.py
+
+# The other examples, as CI runs them: the NumPy vjp script and the notebook, executed headlessly.
+examples: install
+	$(PY) examples/numpy_vjp.py
+	$(PY) scripts/run_notebook.py examples/explore.ipynb
 
 bench: install
 	$(PY) bench/compare.py

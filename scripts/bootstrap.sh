@@ -11,6 +11,7 @@ packages=(
   python3-numpy python3-pytest pybind11-dev
   libgtest-dev libbenchmark-dev
   python3-torch python3-torchvision python3-matplotlib
+  python3-nbclient python3-nbformat python3-ipykernel
   "$@"
 )
 
