@@ -54,9 +54,21 @@ inline std::vector<float> exact_half_values(int64_t n, uint32_t seed) {
   return v;
 }
 
+// The floating dtypes the C API lists as accepted: those the core dispatches, in CANN's order.
+inline std::string accepted_floating() {
+  std::string names;
+  for (const HalfCase& c : {HalfCase{ACL_FLOAT16, spatialgrad::DType::kFloat16, "ACL_FLOAT16"},
+                            HalfCase{ACL_BF16, spatialgrad::DType::kBFloat16, "ACL_BF16"},
+                            HalfCase{ACL_FLOAT, spatialgrad::DType::kFloat32, "ACL_FLOAT"},
+                            HalfCase{ACL_DOUBLE, spatialgrad::DType::kFloat64, "ACL_DOUBLE"}}) {
+    if (core_has_kernels(c.core)) names += (names.empty() ? "" : ", ") + std::string(c.name);
+  }
+  return names;
+}
+
 // What phase one says about a half dtype the core does not dispatch yet.
 inline std::string half_refusal(const char* arg, const char* dtype_name) {
-  return "expected " + std::string(arg) + " to have dtype ACL_FLOAT, ACL_DOUBLE, but got " + dtype_name +
+  return "expected " + std::string(arg) + " to have dtype " + accepted_floating() + ", but got " + dtype_name +
          " (float16 and bfloat16 are not supported on the CPU yet)";
 }
 

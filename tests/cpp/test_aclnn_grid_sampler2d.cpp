@@ -290,7 +290,7 @@ TEST(AclnnGridSampler2DBackwardErrors, Dtypes) {
   Args a;
   HostTensor<int32_t> grid32({2, 4, 5, 2}, ACL_INT32);
   EXPECT_ACL_STATUS(run(a.go.tensor, a.input.tensor, grid32.tensor, a.m, a.ig.tensor, a.gg.tensor), kInvalid,
-                    "expected grid to have dtype ACL_FLOAT, ACL_DOUBLE, but got ACL_INT32");
+                    "expected grid to have dtype " + aclnn_testing::accepted_floating() + ", but got ACL_INT32");
   HostTensor<double> grid64({2, 4, 5, 2}, ACL_DOUBLE);
   EXPECT_ACL_STATUS(run(a.go.tensor, a.input.tensor, grid64.tensor, a.m, a.ig.tensor, a.gg.tensor), kInvalid,
                     "expected grid to have the dtype of grad_output (float32), but got float64");
