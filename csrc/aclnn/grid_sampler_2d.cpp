@@ -1,8 +1,9 @@
 // aclnnGridSampler2DBackward (SPEC §4) over spatialgrad::grid_sampler_2d_backward.
+#include "aclnnop/aclnn_grid_sampler2d_backward.h"
+
 #include <memory>
 #include <vector>
 
-#include "aclnnop/aclnn_grid_sampler2d_backward.h"
 #include "common.h"
 #include "spatialgrad/grid_sampler_2d.h"
 

@@ -1,8 +1,9 @@
 // aclnnMultiScaleDeformableAttentionGrad (SPEC §5) over spatialgrad::ms_deform_attn_backward.
+#include "aclnnop/aclnn_multi_scale_deformable_attention_grad.h"
+
 #include <memory>
 #include <vector>
 
-#include "aclnnop/aclnn_multi_scale_deformable_attention_grad.h"
 #include "common.h"
 #include "spatialgrad/ms_deform_attn.h"
 

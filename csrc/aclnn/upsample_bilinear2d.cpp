@@ -1,8 +1,9 @@
 // aclnnUpsampleBilinear2dBackwardV2 (SPEC §2) over spatialgrad::upsample_bilinear2d_backward.
+#include "aclnnop/aclnn_upsample_bilinear_2d_backward_v2.h"
+
 #include <memory>
 #include <vector>
 
-#include "aclnnop/aclnn_upsample_bilinear_2d_backward_v2.h"
 #include "common.h"
 #include "spatialgrad/upsample_bilinear2d.h"
 
