@@ -7,6 +7,7 @@ directory (incremental between runs) is SPATIALGRAD_ACLNN_BUILD_DIR, default <so
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -164,6 +165,19 @@ def test_every_example_is_checked():
     examples = sorted(p.name for p in _examples_dir().glob("*.cpp"))
     assert examples, "no examples found"
     assert examples == sorted(EXPECTED), "add each example's expected output to EXPECTED"
+
+
+# SHA-256 of the sample program on the CANN page aclnnGridSampler2DBackward (shared/seeds), from its
+# first #include to the end: the example must stay that program, unchanged.
+SEED_SAMPLE = ("grid_sampler2d_backward.cpp", "cb647b6ae1c7c2e5ce42d796a7bc9607cdb2c961333e02466665a010989f16d1")
+
+
+def test_seed_sample_is_unchanged():
+    name, digest = SEED_SAMPLE
+    text = (_examples_dir() / name).read_text(encoding="utf-8")
+    program = text[text.index("#include <iostream>"):]
+    assert hashlib.sha256(program.encode("utf-8")).hexdigest() == digest, (
+        f"{name} must be the CANN page's sample verbatim (below its header comment)")
 
 
 def test_install_layout(prefix):
