@@ -30,7 +30,7 @@ TensorView as_bs_q_hc(const TensorView& t) {
   int64_t stride = t.stride(3);
   if (channels == 1) {
     stride = t.stride(2);
-  } else if (heads > 1) {
+  } else if (heads > 1 && channels > 1) {  // (with nH*C == 0 there is nothing to address)
     SG_CHECK(t.stride(2) == channels * t.stride(3), kPlanApi,
              "(): expected gradOutput (bs, Q, nH, C) whose nH and C dimensions merge into one of nH*C elements "
              "(stride(2) == C * stride(3)), but got shape ",

@@ -192,6 +192,13 @@ TEST(AclnnMultiScaleDeformableAttentionGrad, EmptyTensors) {
   e.bs = 0;
   Problem<float, int32_t> q(e, ACL_FLOAT, ACL_INT32, true);
   EXPECT_ACL_STATUS(run(q), ACLNN_SUCCESS, "");
+  // No channels, gradOutput given 4-D (bs, Q, nH, 0): still a valid (empty) problem.
+  Dims f;
+  f.channels = 0;
+  Problem<float, int64_t> r(f, ACL_FLOAT, ACL_INT64, true, 8.0f);
+  EXPECT_ACL_STATUS(run(r), ACLNN_SUCCESS, "");
+  EXPECT_EQ(r.grad_location.storage, std::vector<float>(r.grad_location.storage.size(), 0.0f));
+  EXPECT_EQ(r.grad_weight.storage, std::vector<float>(r.grad_weight.storage.size(), 0.0f));
 }
 
 // The index tensors are read in phase one and again when the executor runs: changing them in
