@@ -204,6 +204,7 @@ TEST(AclnnGridSampler2DBackward, ReadsNonContiguousInputs) {
 }
 
 // Empty batch: nothing to do. No output points (Ho = 0): inputGrad is all zeros (SPEC §0).
+// No channels: gridGrad is all zeros.
 TEST(AclnnGridSampler2DBackward, EmptyTensors) {
   Mode m;
   HostTensor<float> go({0, 2, 3, 3}, ACL_FLOAT), input({0, 2, 4, 4}, ACL_FLOAT), grid({0, 3, 3, 2}, ACL_FLOAT),
@@ -213,6 +214,12 @@ TEST(AclnnGridSampler2DBackward, EmptyTensors) {
       grid0({1, 0, 3, 2}, ACL_FLOAT), ig1({1, 2, 4, 4}, ACL_FLOAT, std::vector<float>(32, 4.0f)), gg0({1, 0, 3, 2}, ACL_FLOAT);
   EXPECT_ACL_STATUS(run(go0.tensor, input1.tensor, grid0.tensor, m, ig1.tensor, gg0.tensor), ACLNN_SUCCESS, "");
   EXPECT_EQ(ig1.storage, std::vector<float>(32, 0.0f));
+  // No channels: nothing to sample, so gridGrad is all zeros.
+  HostTensor<float> go_c0({1, 0, 3, 3}, ACL_FLOAT), input_c0({1, 0, 4, 4}, ACL_FLOAT),
+      grid1({1, 3, 3, 2}, ACL_FLOAT, random_values<float>(18, 2)), ig_c0({1, 0, 4, 4}, ACL_FLOAT),
+      gg1({1, 3, 3, 2}, ACL_FLOAT, std::vector<float>(18, 4.0f));
+  EXPECT_ACL_STATUS(run(go_c0.tensor, input_c0.tensor, grid1.tensor, m, ig_c0.tensor, gg1.tensor), ACLNN_SUCCESS, "");
+  EXPECT_EQ(gg1.storage, std::vector<float>(18, 0.0f));
 }
 
 // float16 / bfloat16: accepted exactly when the core has kernels for them, and then bit-identical to
