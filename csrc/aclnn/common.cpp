@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <new>
@@ -162,6 +163,28 @@ TensorView output_view(const char* api, const char* name, const aclTensor* tenso
     reach += stride * (size - 1);  // cannot overflow: view_of bounded the extent
   }
   return view;
+}
+
+void fill_zero(const TensorView& view) {
+  if (view.is_empty()) return;
+  const int64_t dims = view.dim(), bytes = dtype_size(view.dtype());
+  if (dims == 0) {
+    std::memset(view.raw_data(), 0, static_cast<size_t>(bytes));
+    return;
+  }
+  // Odometer over all but the last dimension; the last one is a strided row.
+  std::vector<int64_t> index(static_cast<size_t>(dims), 0);
+  const int64_t rows = view.numel() / view.size(-1), row_len = view.size(-1), step = view.stride(-1) * bytes;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d + 1 < dims; ++d) offset += index[static_cast<size_t>(d)] * view.stride(d);
+    char* p = static_cast<char*>(view.raw_data()) + offset * bytes;
+    for (int64_t i = 0; i < row_len; ++i) std::memset(p + i * step, 0, static_cast<size_t>(bytes));
+    for (int64_t d = dims - 2; d >= 0; --d) {
+      if (++index[static_cast<size_t>(d)] < view.size(d)) break;
+      index[static_cast<size_t>(d)] = 0;
+    }
+  }
 }
 
 template <class T, class Array>

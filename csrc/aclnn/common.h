@@ -98,6 +98,9 @@ std::vector<int64_t> int_list(const char* api, const char* name, const aclIntArr
 std::vector<float> float_list(const char* api, const char* name, const aclFloatArray* array, bool optional = false);
 std::vector<bool> bool_list(const char* api, const char* name, const aclBoolArray* array, bool optional = false);
 
+// Writes zero to every element of `view` (through its strides; any dtype: floating zero is all-zero bits).
+void fill_zero(const TensorView& view);
+
 const char* dtype_name(aclDataType dtype);
 const char* format_name(aclFormat format);
 

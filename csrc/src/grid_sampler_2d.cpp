@@ -776,9 +776,9 @@ void grid_sampler_2d(const TensorView& input, const TensorView& grid, const Tens
   });
 }
 
-void grid_sampler_2d_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grid,
-                              const TensorView& grad_input, const TensorView& grad_grid,
-                              const GridSampler2dParams& params, const std::vector<bool>& output_mask) {
+void check_grid_sampler_2d_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grid,
+                                    const TensorView& grad_input, const TensorView& grad_grid,
+                                    const GridSampler2dParams& params, const std::vector<bool>& output_mask) {
   check_modes(kBackward, params);
   SG_CHECK(output_mask.size() == 2, kBackward,
            "(): expected output_mask to have 2 entries (grad_input, grad_grid), but got ", output_mask.size());
@@ -802,6 +802,14 @@ void grid_sampler_2d_backward(const TensorView& grad_output, const TensorView& i
     detail::check_shape(kBackward, "grad_grid", grad_grid, grid.sizes());
     detail::check_same_dtype(kBackward, "grad_grid", grad_grid, "grad_output", grad_output);
   }
+  dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [](auto) {});
+}
+
+void grid_sampler_2d_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grid,
+                              const TensorView& grad_input, const TensorView& grad_grid,
+                              const GridSampler2dParams& params, const std::vector<bool>& output_mask) {
+  check_grid_sampler_2d_backward(grad_output, input, grid, grad_input, grad_grid, params, output_mask);
+  const bool want_input = output_mask[0], want_grid = output_mask[1];
   dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
     using T = decltype(tag);
     if ((!want_input || grad_input.is_empty()) && (!want_grid || grad_grid.is_empty())) return;

@@ -386,6 +386,41 @@ void ms_deform_attn(const TensorView& value, const TensorView& spatial_shapes, c
   });
 }
 
+namespace {
+
+// The backward's checks beyond validate(): grad_output and the three gradients.
+Problem validate_backward(const TensorView& value, const TensorView& spatial_shapes,
+                          const TensorView& level_start_index, const TensorView& sampling_locations,
+                          const TensorView& attention_weights, const TensorView& grad_output,
+                          const TensorView& grad_value, const TensorView& grad_sampling_locations,
+                          const TensorView& grad_attention_weights) {
+  Problem pb = validate(kBackward, value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
+  detail::check_dim(kBackward, "grad_output", grad_output, 3);
+  const std::vector<int64_t> out_shape{pb.batch, pb.queries, detail::checked_mul(kBackward, pb.heads, pb.channels)};
+  SG_CHECK(grad_output.sizes() == out_shape, kBackward, "(): expected grad_output of shape (bs, Q, nH*C) = ",
+           format_list(out_shape), ", but got ", grad_output.shape_string());
+  detail::check_same_dtype(kBackward, "grad_output", grad_output, "value", value);
+  detail::check_shape(kBackward, "grad_value", grad_value, value.sizes());
+  detail::check_shape(kBackward, "grad_sampling_locations", grad_sampling_locations, sampling_locations.sizes());
+  detail::check_shape(kBackward, "grad_attention_weights", grad_attention_weights, attention_weights.sizes());
+  detail::check_same_dtype(kBackward, "grad_value", grad_value, "value", value);
+  detail::check_same_dtype(kBackward, "grad_sampling_locations", grad_sampling_locations, "value", value);
+  detail::check_same_dtype(kBackward, "grad_attention_weights", grad_attention_weights, "value", value);
+  return pb;
+}
+
+}  // namespace
+
+void check_ms_deform_attn_backward(const TensorView& value, const TensorView& spatial_shapes,
+                                   const TensorView& level_start_index, const TensorView& sampling_locations,
+                                   const TensorView& attention_weights, const TensorView& grad_output,
+                                   const TensorView& grad_value, const TensorView& grad_sampling_locations,
+                                   const TensorView& grad_attention_weights) {
+  dispatch_floating(value.dtype(), kBackward, "value", [](auto) {});
+  validate_backward(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, grad_output,
+                    grad_value, grad_sampling_locations, grad_attention_weights);
+}
+
 void ms_deform_attn_backward(const TensorView& value, const TensorView& spatial_shapes,
                              const TensorView& level_start_index, const TensorView& sampling_locations,
                              const TensorView& attention_weights, const TensorView& grad_output,
@@ -393,19 +428,9 @@ void ms_deform_attn_backward(const TensorView& value, const TensorView& spatial_
                              const TensorView& grad_attention_weights) {
   dispatch_floating(value.dtype(), kBackward, "value", [&](auto tag) {
     using T = decltype(tag);
-    const Problem pb = validate(kBackward, value, spatial_shapes, level_start_index, sampling_locations,
-                                attention_weights);
-    detail::check_dim(kBackward, "grad_output", grad_output, 3);
-    const std::vector<int64_t> out_shape{pb.batch, pb.queries, detail::checked_mul(kBackward, pb.heads, pb.channels)};
-    SG_CHECK(grad_output.sizes() == out_shape, kBackward, "(): expected grad_output of shape (bs, Q, nH*C) = ",
-             format_list(out_shape), ", but got ", grad_output.shape_string());
-    detail::check_same_dtype(kBackward, "grad_output", grad_output, "value", value);
-    detail::check_shape(kBackward, "grad_value", grad_value, value.sizes());
-    detail::check_shape(kBackward, "grad_sampling_locations", grad_sampling_locations, sampling_locations.sizes());
-    detail::check_shape(kBackward, "grad_attention_weights", grad_attention_weights, attention_weights.sizes());
-    detail::check_same_dtype(kBackward, "grad_value", grad_value, "value", value);
-    detail::check_same_dtype(kBackward, "grad_sampling_locations", grad_sampling_locations, "value", value);
-    detail::check_same_dtype(kBackward, "grad_attention_weights", grad_attention_weights, "value", value);
+    const Problem pb = validate_backward(value, spatial_shapes, level_start_index, sampling_locations,
+                                         attention_weights, grad_output, grad_value, grad_sampling_locations,
+                                         grad_attention_weights);
     if (pb.batch == 0 || pb.heads == 0) return;  // every output is empty
     backward_kernel<T>(pb, value, sampling_locations, attention_weights, grad_output, grad_value,
                        grad_sampling_locations, grad_attention_weights);

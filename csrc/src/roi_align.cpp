@@ -384,13 +384,20 @@ void check_roi_align_backward_args(const TensorView& grad_output, const TensorVi
            " channels of input_shape ", format_list(input_shape), ", but got ", grad_output.size(1));
 }
 
-void roi_align_backward(const TensorView& grad_output, const TensorView& boxes,
-                        const std::vector<int64_t>& input_shape, const TensorView& grad_input,
-                        const RoiAlignParams& params) {
+void check_roi_align_backward(const TensorView& grad_output, const TensorView& boxes,
+                              const std::vector<int64_t>& input_shape, const TensorView& grad_input,
+                              const RoiAlignParams& params) {
   check_roi_align_backward_args(grad_output, boxes, input_shape, params);
   detail::check_shape(kBackward, "grad_input", grad_input, input_shape);
   detail::check_same_dtype(kBackward, "boxes", boxes, "grad_output", grad_output);
   detail::check_same_dtype(kBackward, "grad_input", grad_input, "grad_output", grad_output);
+  dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [](auto) {});
+}
+
+void roi_align_backward(const TensorView& grad_output, const TensorView& boxes,
+                        const std::vector<int64_t>& input_shape, const TensorView& grad_input,
+                        const RoiAlignParams& params) {
+  check_roi_align_backward(grad_output, boxes, input_shape, grad_input, params);
   dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
     using T = decltype(tag);
     const std::vector<int64_t> image = image_indices<T>(kBackward, boxes, input_shape[0]);

@@ -624,9 +624,9 @@ void upsample_bilinear2d(const TensorView& input, const std::vector<int64_t>& ou
   });
 }
 
-void upsample_bilinear2d_backward(const TensorView& grad_output, const std::vector<int64_t>& output_size,
-                                  const std::vector<int64_t>& input_size, bool align_corners, double scales_h,
-                                  double scales_w, Layout layout, const TensorView& grad_input) {
+void check_upsample_bilinear2d_backward(const TensorView& grad_output, const std::vector<int64_t>& output_size,
+                                        const std::vector<int64_t>& input_size, Layout layout,
+                                        const TensorView& grad_input) {
   check_layout(kBackward, layout);
   detail::check_dim(kBackward, "grad_output", grad_output, 4);
   SG_CHECK(input_size.size() == 4, kBackward, "(): expected input_size to have 4 entries ", order_of(layout),
@@ -634,11 +634,19 @@ void upsample_bilinear2d_backward(const TensorView& grad_output, const std::vect
   check_output_size(kBackward, output_size);
   check_input_spatial(kBackward, "input_size", input_size, layout);
   const Dims d = dims_of(layout);
-  const int64_t in_h = input_size[d.h], in_w = input_size[d.w], out_h = output_size[0], out_w = output_size[1];
   detail::check_shape(kBackward, "grad_output", grad_output,
-                      shape_in(layout, input_size[d.n], input_size[d.c], out_h, out_w));
+                      shape_in(layout, input_size[d.n], input_size[d.c], output_size[0], output_size[1]));
   detail::check_shape(kBackward, "grad_input", grad_input, input_size);
   detail::check_same_dtype(kBackward, "grad_input", grad_input, "grad_output", grad_output);
+  dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [](auto) {});
+}
+
+void upsample_bilinear2d_backward(const TensorView& grad_output, const std::vector<int64_t>& output_size,
+                                  const std::vector<int64_t>& input_size, bool align_corners, double scales_h,
+                                  double scales_w, Layout layout, const TensorView& grad_input) {
+  check_upsample_bilinear2d_backward(grad_output, output_size, input_size, layout, grad_input);
+  const Dims d = dims_of(layout);
+  const int64_t in_h = input_size[d.h], in_w = input_size[d.w], out_h = output_size[0], out_w = output_size[1];
   dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
     using T = decltype(tag);
     if (grad_input.is_empty()) return;

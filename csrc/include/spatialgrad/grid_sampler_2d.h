@@ -38,4 +38,11 @@ void grid_sampler_2d_backward(const TensorView& grad_output, const TensorView& i
                               const TensorView& grad_input, const TensorView& grad_grid,
                               const GridSampler2dParams& params, const std::vector<bool>& output_mask = {true, true});
 
+// Raises exactly what grid_sampler_2d_backward would for these arguments (modes, mask, shapes, dtypes),
+// without reading or writing data: the aclnn layer validates with it in phase one.
+void check_grid_sampler_2d_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grid,
+                                    const TensorView& grad_input, const TensorView& grad_grid,
+                                    const GridSampler2dParams& params,
+                                    const std::vector<bool>& output_mask = {true, true});
+
 }  // namespace spatialgrad

@@ -42,4 +42,13 @@ void ms_deform_attn_backward(const TensorView& value, const TensorView& spatial_
                              const TensorView& grad_value, const TensorView& grad_sampling_locations,
                              const TensorView& grad_attention_weights);
 
+// Raises exactly what ms_deform_attn_backward would for these arguments (ranks, shapes, dtypes, and the
+// level table read from spatial_shapes / level_start_index), without writing: the aclnn layer
+// validates with it in phase one.
+void check_ms_deform_attn_backward(const TensorView& value, const TensorView& spatial_shapes,
+                                   const TensorView& level_start_index, const TensorView& sampling_locations,
+                                   const TensorView& attention_weights, const TensorView& grad_output,
+                                   const TensorView& grad_value, const TensorView& grad_sampling_locations,
+                                   const TensorView& grad_attention_weights);
+
 }  // namespace spatialgrad

@@ -37,6 +37,13 @@ void roi_align_backward(const TensorView& grad_output, const TensorView& boxes,
                         const std::vector<int64_t>& input_shape, const TensorView& grad_input,
                         const RoiAlignParams& params);
 
+// Raises exactly what roi_align_backward would for these arguments (shapes, parameters, dtypes),
+// without reading or writing data (the batch indices in boxes are checked when it runs): the aclnn
+// layer validates with it in phase one.
+void check_roi_align_backward(const TensorView& grad_output, const TensorView& boxes,
+                              const std::vector<int64_t>& input_shape, const TensorView& grad_input,
+                              const RoiAlignParams& params);
+
 // The argument checks of roi_align_backward() that do not involve grad_input (for callers that
 // allocate grad_input from input_shape).
 void check_roi_align_backward_args(const TensorView& grad_output, const TensorView& boxes,

@@ -55,4 +55,10 @@ void upsample_bilinear2d_backward(const TensorView& grad_output, const std::vect
                                   const std::vector<int64_t>& input_size, bool align_corners, double scales_h,
                                   double scales_w, Layout layout, const TensorView& grad_input);
 
+// Raises exactly what upsample_bilinear2d_backward would for these arguments (layout, sizes, shapes,
+// dtypes), without reading or writing data: the aclnn layer validates with it in phase one.
+void check_upsample_bilinear2d_backward(const TensorView& grad_output, const std::vector<int64_t>& output_size,
+                                        const std::vector<int64_t>& input_size, Layout layout,
+                                        const TensorView& grad_input);
+
 }  // namespace spatialgrad

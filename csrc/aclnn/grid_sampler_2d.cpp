@@ -1,0 +1,70 @@
+// aclnnGridSampler2DBackward (SPEC §4) over spatialgrad::grid_sampler_2d_backward.
+#include "aclnnop/aclnn_grid_sampler2d_backward.h"
+
+#include <memory>
+#include <vector>
+
+#include "common.h"
+#include "spatialgrad/grid_sampler_2d.h"
+
+namespace spatialgrad::aclnn {
+namespace {
+
+constexpr const char* kPlanApi = "aclnnGridSampler2DBackwardGetWorkspaceSize";
+constexpr const char* kRunApi = "aclnnGridSampler2DBackward";
+
+struct GridSampler2DBackwardPlan final : Plan {
+  TensorView grad_output, input, grid, grad_input, grad_grid;
+  GridSampler2dParams params;
+  std::vector<bool> output_mask;
+  void run() override {
+    // The caller allocated both outputs (on the NPU: uninitialised memory); one it did not ask for
+    // reads as zeros rather than garbage.
+    if (!output_mask[0]) fill_zero(grad_input);
+    if (!output_mask[1]) fill_zero(grad_grid);
+    grid_sampler_2d_backward(grad_output, input, grid, grad_input, grad_grid, params, output_mask);
+  }
+};
+
+}  // namespace
+}  // namespace spatialgrad::aclnn
+
+extern "C" aclnnStatus aclnnGridSampler2DBackwardGetWorkspaceSize(
+    const aclTensor* gradOutput, const aclTensor* input, const aclTensor* grid, int64_t interpolationMode,
+    int64_t paddingMode, bool alignCorners, const aclBoolArray* outputMask, aclTensor* inputGrad, aclTensor* gridGrad,
+    uint64_t* workspaceSize, aclOpExecutor** executor) {
+  using namespace spatialgrad::aclnn;
+  return plan(kPlanApi, kRunApi, workspaceSize, executor, [&] {
+    // Null pointers first (161001), in argument order: both outputs are required whatever the mask says.
+    check_not_null(kPlanApi, "gradOutput", gradOutput);
+    check_not_null(kPlanApi, "input", input);
+    check_not_null(kPlanApi, "grid", grid);
+    check_not_null(kPlanApi, "outputMask", outputMask);
+    check_not_null(kPlanApi, "inputGrad", inputGrad);
+    check_not_null(kPlanApi, "gridGrad", gridGrad);
+    // The doc names ND; a format tag changes nothing here, and samples often tag 4-D tensors NCHW.
+    const auto formats = {ACL_FORMAT_ND, ACL_FORMAT_NCHW};
+    auto p = std::make_unique<GridSampler2DBackwardPlan>();
+    p->grad_output = input_view(kPlanApi, "gradOutput", gradOutput, Dtypes::kFloating, formats);
+    p->input = input_view(kPlanApi, "input", input, Dtypes::kFloating, formats);
+    p->grid = input_view(kPlanApi, "grid", grid, Dtypes::kFloating, formats);
+    p->grad_input = output_view(kPlanApi, "inputGrad", inputGrad, Dtypes::kFloating, formats);
+    p->grad_grid = output_view(kPlanApi, "gridGrad", gridGrad, Dtypes::kFloating, formats);
+    p->params.interpolation_mode = interpolationMode;
+    p->params.padding_mode = paddingMode;
+    p->params.align_corners = alignCorners;
+    p->output_mask = bool_list(kPlanApi, "outputMask", outputMask);
+    // The mask as given (2 entries), then both outputs: the doc checks their shapes and dtypes
+    // whatever the mask, and an unwanted one is zero-filled.
+    spatialgrad::check_grid_sampler_2d_backward(p->grad_output, p->input, p->grid, p->grad_input, p->grad_grid,
+                                                p->params, p->output_mask);
+    spatialgrad::check_grid_sampler_2d_backward(p->grad_output, p->input, p->grid, p->grad_input, p->grad_grid,
+                                                p->params, {true, true});
+    return p;
+  });
+}
+
+extern "C" aclnnStatus aclnnGridSampler2DBackward(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                                  aclrtStream stream) {
+  return spatialgrad::aclnn::execute(spatialgrad::aclnn::kRunApi, workspace, workspaceSize, executor, stream);
+}

@@ -1,0 +1,86 @@
+// aclnnMultiScaleDeformableAttentionGrad (SPEC §5) over spatialgrad::ms_deform_attn_backward.
+#include "aclnnop/aclnn_multi_scale_deformable_attention_grad.h"
+
+#include <memory>
+#include <vector>
+
+#include "common.h"
+#include "spatialgrad/ms_deform_attn.h"
+
+namespace spatialgrad::aclnn {
+namespace {
+
+constexpr const char* kPlanApi = "aclnnMultiScaleDeformableAttentionGradGetWorkspaceSize";
+constexpr const char* kRunApi = "aclnnMultiScaleDeformableAttentionGrad";
+
+struct MultiScaleDeformableAttentionGradPlan final : Plan {
+  TensorView value, spatial_shapes, level_start_index, location, attn_weight, grad_output;
+  TensorView grad_value, grad_location, grad_attn_weight;
+  void run() override {
+    ms_deform_attn_backward(value, spatial_shapes, level_start_index, location, attn_weight, grad_output, grad_value,
+                            grad_location, grad_attn_weight);
+  }
+};
+
+// gradOutput as the core's (bs, Q, nH*C): SPEC §5 writes it 3-D, the CANN doc (bs, Q, nH, C), which is
+// the same memory when its last two dimensions merge. Other ranks pass through for the core to reject.
+TensorView as_bs_q_hc(const TensorView& t) {
+  if (t.dim() != 4) return t;
+  const int64_t heads = t.size(2), channels = t.size(3);
+  int64_t stride = t.stride(3);
+  if (channels == 1) {
+    stride = t.stride(2);
+  } else if (heads > 1 && channels > 1) {  // (with nH*C == 0 there is nothing to address)
+    SG_CHECK(t.stride(2) == channels * t.stride(3), kPlanApi,
+             "(): expected gradOutput (bs, Q, nH, C) whose nH and C dimensions merge into one of nH*C elements "
+             "(stride(2) == C * stride(3)), but got shape ",
+             t.shape_string(), " with strides ", format_list(t.strides()));
+  }
+  int64_t merged;
+  SG_CHECK_KIND(!__builtin_mul_overflow(heads, channels, &merged), kOverflow, kPlanApi,
+                "(): expected nH * C to fit in int64, but got gradOutput of shape ", t.shape_string());
+  return TensorView(t.raw_data(), t.dtype(), {t.size(0), t.size(1), merged}, {t.stride(0), t.stride(1), stride});
+}
+
+}  // namespace
+}  // namespace spatialgrad::aclnn
+
+extern "C" aclnnStatus aclnnMultiScaleDeformableAttentionGradGetWorkspaceSize(
+    const aclTensor* value, const aclTensor* spatialShape, const aclTensor* levelStartIndex, const aclTensor* location,
+    const aclTensor* attnWeight, const aclTensor* gradOutput, aclTensor* gradValue, aclTensor* gradLocation,
+    aclTensor* gradAttnWeight, uint64_t* workspaceSize, aclOpExecutor** executor) {
+  using namespace spatialgrad::aclnn;
+  return plan(kPlanApi, kRunApi, workspaceSize, executor, [&] {
+    // Null pointers first (161001), in argument order.
+    check_not_null(kPlanApi, "value", value);
+    check_not_null(kPlanApi, "spatialShape", spatialShape);
+    check_not_null(kPlanApi, "levelStartIndex", levelStartIndex);
+    check_not_null(kPlanApi, "location", location);
+    check_not_null(kPlanApi, "attnWeight", attnWeight);
+    check_not_null(kPlanApi, "gradOutput", gradOutput);
+    check_not_null(kPlanApi, "gradValue", gradValue);
+    check_not_null(kPlanApi, "gradLocation", gradLocation);
+    check_not_null(kPlanApi, "gradAttnWeight", gradAttnWeight);
+    const auto formats = {ACL_FORMAT_ND};
+    auto p = std::make_unique<MultiScaleDeformableAttentionGradPlan>();
+    p->value = input_view(kPlanApi, "value", value, Dtypes::kFloating, formats);
+    p->spatial_shapes = input_view(kPlanApi, "spatialShape", spatialShape, Dtypes::kIndex, formats);
+    p->level_start_index = input_view(kPlanApi, "levelStartIndex", levelStartIndex, Dtypes::kIndex, formats);
+    p->location = input_view(kPlanApi, "location", location, Dtypes::kFloating, formats);
+    p->attn_weight = input_view(kPlanApi, "attnWeight", attnWeight, Dtypes::kFloating, formats);
+    p->grad_output = as_bs_q_hc(input_view(kPlanApi, "gradOutput", gradOutput, Dtypes::kFloating, formats));
+    p->grad_value = output_view(kPlanApi, "gradValue", gradValue, Dtypes::kFloating, formats);
+    p->grad_location = output_view(kPlanApi, "gradLocation", gradLocation, Dtypes::kFloating, formats);
+    p->grad_attn_weight = output_view(kPlanApi, "gradAttnWeight", gradAttnWeight, Dtypes::kFloating, formats);
+    // Reads spatialShape and levelStartIndex (host memory here); the run checks them again.
+    spatialgrad::check_ms_deform_attn_backward(p->value, p->spatial_shapes, p->level_start_index, p->location,
+                                               p->attn_weight, p->grad_output, p->grad_value, p->grad_location,
+                                               p->grad_attn_weight);
+    return p;
+  });
+}
+
+extern "C" aclnnStatus aclnnMultiScaleDeformableAttentionGrad(void* workspace, uint64_t workspaceSize,
+                                                              aclOpExecutor* executor, aclrtStream stream) {
+  return spatialgrad::aclnn::execute(spatialgrad::aclnn::kRunApi, workspace, workspaceSize, executor, stream);
+}

@@ -1,0 +1,58 @@
+// aclnnRoiAlignV2Backward (SPEC §1) over spatialgrad::roi_align_backward.
+#include "aclnnop/aclnn_roi_align_v2_backward.h"
+
+#include <memory>
+#include <vector>
+
+#include "common.h"
+#include "spatialgrad/roi_align.h"
+
+namespace spatialgrad::aclnn {
+namespace {
+
+constexpr const char* kPlanApi = "aclnnRoiAlignV2BackwardGetWorkspaceSize";
+constexpr const char* kRunApi = "aclnnRoiAlignV2Backward";
+
+struct RoiAlignV2BackwardPlan final : Plan {
+  TensorView grad_output, boxes, grad_input;
+  std::vector<int64_t> input_shape;
+  RoiAlignParams params;
+  // The batch indices live in boxes' data, so they are checked here, when the data is read.
+  void run() override { roi_align_backward(grad_output, boxes, input_shape, grad_input, params); }
+};
+
+}  // namespace
+}  // namespace spatialgrad::aclnn
+
+extern "C" aclnnStatus aclnnRoiAlignV2BackwardGetWorkspaceSize(
+    const aclTensor* gradOutput, const aclTensor* boxes, const aclIntArray* inputShape, int64_t pooledHeight,
+    int64_t pooledWidth, float spatialScale, int64_t samplingRatio, bool aligned, aclTensor* gradInput,
+    uint64_t* workspaceSize, aclOpExecutor** executor) {
+  using namespace spatialgrad::aclnn;
+  return plan(kPlanApi, kRunApi, workspaceSize, executor, [&] {
+    // Null pointers first (161001), in argument order.
+    check_not_null(kPlanApi, "gradOutput", gradOutput);
+    check_not_null(kPlanApi, "boxes", boxes);
+    check_not_null(kPlanApi, "inputShape", inputShape);
+    check_not_null(kPlanApi, "gradInput", gradInput);
+    // The doc names NCHW for the images and ND for boxes; the CANN samples pass one format for all.
+    const auto formats = {ACL_FORMAT_ND, ACL_FORMAT_NCHW};
+    auto p = std::make_unique<RoiAlignV2BackwardPlan>();
+    p->grad_output = input_view(kPlanApi, "gradOutput", gradOutput, Dtypes::kFloating, formats);
+    p->boxes = input_view(kPlanApi, "boxes", boxes, Dtypes::kFloating, formats);
+    p->grad_input = output_view(kPlanApi, "gradInput", gradInput, Dtypes::kFloating, formats);
+    p->input_shape = int_list(kPlanApi, "inputShape", inputShape);
+    p->params.pooled_height = pooledHeight;
+    p->params.pooled_width = pooledWidth;
+    p->params.spatial_scale = static_cast<double>(spatialScale);
+    p->params.sampling_ratio = samplingRatio;
+    p->params.aligned = aligned;
+    spatialgrad::check_roi_align_backward(p->grad_output, p->boxes, p->input_shape, p->grad_input, p->params);
+    return p;
+  });
+}
+
+extern "C" aclnnStatus aclnnRoiAlignV2Backward(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                               aclrtStream stream) {
+  return spatialgrad::aclnn::execute(spatialgrad::aclnn::kRunApi, workspace, workspaceSize, executor, stream);
+}

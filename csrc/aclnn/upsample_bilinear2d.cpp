@@ -1,0 +1,67 @@
+// aclnnUpsampleBilinear2dBackwardV2 (SPEC §2) over spatialgrad::upsample_bilinear2d_backward.
+#include "aclnnop/aclnn_upsample_bilinear_2d_backward_v2.h"
+
+#include <memory>
+#include <vector>
+
+#include "common.h"
+#include "spatialgrad/upsample_bilinear2d.h"
+
+namespace spatialgrad::aclnn {
+namespace {
+
+constexpr const char* kPlanApi = "aclnnUpsampleBilinear2dBackwardV2GetWorkspaceSize";
+constexpr const char* kRunApi = "aclnnUpsampleBilinear2dBackwardV2";
+
+struct UpsampleBilinear2dBackwardPlan final : Plan {
+  TensorView grad_output, grad_input;
+  std::vector<int64_t> output_size, input_size;
+  bool align_corners = false;
+  double scales_h = 0, scales_w = 0;
+  Layout layout = Layout::kNCHW;
+  void run() override {
+    upsample_bilinear2d_backward(grad_output, output_size, input_size, align_corners, scales_h, scales_w, layout,
+                                 grad_input);
+  }
+};
+
+// ND carries no layout; a 4-D ND tensor is NCHW, as in CANN.
+Layout layout_of(aclFormat format) { return format == ACL_FORMAT_NHWC ? Layout::kNHWC : Layout::kNCHW; }
+
+}  // namespace
+}  // namespace spatialgrad::aclnn
+
+extern "C" aclnnStatus aclnnUpsampleBilinear2dBackwardV2GetWorkspaceSize(
+    const aclTensor* gradOut, const aclIntArray* outputSize, const aclIntArray* inputSize, bool alignCorners,
+    double scalesH, double scalesW, aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor) {
+  using namespace spatialgrad::aclnn;
+  return plan(kPlanApi, kRunApi, workspaceSize, executor, [&] {
+    // Null pointers first (161001), in argument order.
+    check_not_null(kPlanApi, "gradOut", gradOut);
+    check_not_null(kPlanApi, "outputSize", outputSize);
+    check_not_null(kPlanApi, "inputSize", inputSize);
+    check_not_null(kPlanApi, "out", out);
+    const auto formats = {ACL_FORMAT_ND, ACL_FORMAT_NCHW, ACL_FORMAT_NHWC};
+    auto p = std::make_unique<UpsampleBilinear2dBackwardPlan>();
+    p->grad_output = input_view(kPlanApi, "gradOut", gradOut, Dtypes::kFloating, formats);
+    p->grad_input = output_view(kPlanApi, "out", out, Dtypes::kFloating, formats);
+    p->layout = layout_of(gradOut->format);
+    // The doc: out keeps gradOut's format (ND and NCHW are the same layout).
+    SG_CHECK(layout_of(out->format) == p->layout, kPlanApi, "(): expected out to have the layout of gradOut (",
+             spatialgrad::layout_name(p->layout), ", format ", format_name(gradOut->format), "), but got format ",
+             format_name(out->format));
+    p->output_size = int_list(kPlanApi, "outputSize", outputSize);
+    p->input_size = int_list(kPlanApi, "inputSize", inputSize);
+    p->align_corners = alignCorners;
+    p->scales_h = scalesH;
+    p->scales_w = scalesW;
+    spatialgrad::check_upsample_bilinear2d_backward(p->grad_output, p->output_size, p->input_size, p->layout,
+                                                    p->grad_input);
+    return p;
+  });
+}
+
+extern "C" aclnnStatus aclnnUpsampleBilinear2dBackwardV2(void* workspace, uint64_t workspace_size,
+                                                         aclOpExecutor* executor, aclrtStream stream) {
+  return spatialgrad::aclnn::execute(spatialgrad::aclnn::kRunApi, workspace, workspace_size, executor, stream);
+}
