@@ -10,19 +10,11 @@
 
 #include "detail/checks.h"
 #include "detail/linear_interp.h"
+#include "detail/simd.h"
 #include "spatialgrad/parallel.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
-#endif
-
-// The hottest loop (weighted_rows) also gets an AVX2 clone that the loader picks on CPUs that have
-// it (function multiversioning; portable builds stay at the baseline ISA). The clone performs the
-// same IEEE operations in the same order, only wider (no FMA), so results are bitwise identical.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(SPATIALGRAD_NO_SIMD_CLONES)
-#define SG_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define SG_SIMD_CLONES
 #endif
 
 namespace spatialgrad {
