@@ -238,7 +238,7 @@ TEST(AvgPool2d, ValidationErrors) {
                "expected output to have the dtype of input (float32), but got float64");
   OwnedTensor<int32_t> xi({1, 2, 6, 6}), yi({1, 2, 3, 3});
   expect_error([&] { avg_pool2d(xi.view, yi.view, base); }, ErrorKind::kType,
-               "avg_pool2d(): expected input to be float32 or float64, but got int32");
+               "avg_pool2d(): expected input to be float16, bfloat16, float32 or float64, but got int32");
 
   OwnedTensor<float> gi({1, 2, 6, 6});
   expect_error([&] { avg_pool2d_backward(wrong.view, x.view, gi.view, base); }, ErrorKind::kInvalidArgument,

@@ -469,7 +469,7 @@ TEST(GridSampler2d, ValidationErrors) {
                "expected grad_input to have the dtype of grad_output (float32), but got float64");
   OwnedTensor<int32_t> xi({2, 3, 4, 5}), gridi({2, 6, 7, 2}), yi({2, 3, 6, 7});
   forward_error(xi.view, gridi.view, yi.view, p, ErrorKind::kType,
-                "grid_sampler_2d(): expected input to be float32 or float64, but got int32");
+                "grid_sampler_2d(): expected input to be float16, bfloat16, float32 or float64, but got int32");
 }
 
 }  // namespace

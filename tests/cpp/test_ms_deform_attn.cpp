@@ -423,7 +423,7 @@ TEST(MsDeformAttnErrors, Dtypes) {
   Bad b;
   OwnedTensor<int32_t> value_int({2, 20, 3, 4});
   expect_error([&] { ms_deform_attn(value_int.view, b.shapes.view, b.starts.view, b.loc.view, b.attn.view, b.out.view); },
-               ErrorKind::kType, "ms_deform_attn(): expected value to be float32 or float64, but got int32");
+               ErrorKind::kType, "ms_deform_attn(): expected value to be float16, bfloat16, float32 or float64, but got int32");
   Bad d;
   OwnedTensor<double> loc64({2, 5, 3, 2, 2, 2}), attn64({2, 5, 3, 2, 2}), go64({2, 5, 12});
   d.loc.view = loc64.view;

@@ -303,7 +303,7 @@ TEST(RoiAlign, ValidationErrors) {
                "roi_align(): expected boxes to have the dtype of input (float32), but got float64");
   OwnedTensor<int32_t> xi({2, 3, 8, 8}), boxes_i({4, 5}), yi({4, 3, 2, 2});
   expect_error([&] { roi_align(xi.view, boxes_i.view, yi.view, base); }, ErrorKind::kType,
-               "roi_align(): expected input to be float32 or float64, but got int32");
+               "roi_align(): expected input to be float16, bfloat16, float32 or float64, but got int32");
 
   OwnedTensor<float> g3({4, 3, 2});
   expect_error([&] { roi_align_backward(g3.view, boxes.view, shape, gi.view, base); }, ErrorKind::kInvalidArgument,

@@ -394,7 +394,7 @@ TEST(UpsampleBilinear2d, ForwardValidationErrors) {
                std::string(kOp) + "expected output to have the dtype of input (float32), but got float64");
   OwnedTensor<int32_t> xi({1, 2, 4, 4}), yi({1, 2, 8, 8});
   expect_error(forward(xi.view, {8, 8}, yi.view, Layout::kNCHW), ErrorKind::kType,
-               std::string(kOp) + "expected input to be float32 or float64, but got int32");
+               std::string(kOp) + "expected input to be float16, bfloat16, float32 or float64, but got int32");
 }
 
 TEST(UpsampleBilinear2d, BackwardValidationErrors) {
@@ -436,7 +436,7 @@ TEST(UpsampleBilinear2d, BackwardValidationErrors) {
                op + "expected grad_input to have the dtype of grad_output (float32), but got float64");
   OwnedTensor<int64_t> gl({1, 2, 8, 8}), gil({1, 2, 4, 4});
   expect_error(backward(gl.view, {8, 8}, {1, 2, 4, 4}, gil.view, Layout::kNCHW), ErrorKind::kType,
-               op + "expected grad_output to be float32 or float64, but got int64");
+               op + "expected grad_output to be float16, bfloat16, float32 or float64, but got int64");
 }
 
 }  // namespace

@@ -25,70 +25,61 @@ struct BFloat16 {
   uint16_t bits;
 };
 
+namespace detail {
+inline uint32_t float_bits(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  return bits;
+}
+inline float bits_float(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+}  // namespace detail
+
+// The conversions below are branch-free (every case computed, one selected), so that loops over
+// arrays of them vectorise; they are exact, round to nearest even, keep NaN payloads (made quiet on
+// narrowing) and handle subnormals without relying on denormal float arithmetic.
+
 inline float to_float(Half h) {
   const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
-  uint32_t exponent = (h.bits >> 10) & 0x1fu;
-  uint32_t mantissa = h.bits & 0x3ffu;
-  uint32_t bits;
-  if (exponent == 0x1f) {  // Inf / NaN
-    bits = sign | 0x7f800000u | (mantissa << 13);
-  } else if (exponent != 0) {  // normal
-    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {  // signed zero
-    bits = sign;
-  } else {  // subnormal: normalise
-    exponent = 113;
-    while ((mantissa & 0x400u) == 0) {
-      mantissa <<= 1;
-      --exponent;
-    }
-    bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
-  }
-  float out;
-  std::memcpy(&out, &bits, sizeof(out));
-  return out;
+  const uint32_t em = h.bits & 0x7fffu;  // exponent and mantissa
+  const uint32_t shifted = em << 13;
+  const uint32_t normal = shifted + (112u << 23);          // rebias the exponent (15 -> 127)
+  const uint32_t special = shifted | 0x7f800000u;          // Inf / NaN: exponent 255, payload kept
+  // A subnormal m * 2^-24 as 2^-14 * (1 + m/2^10) - 2^-14, on normal floats only (exact).
+  const uint32_t subnormal =
+      detail::float_bits(detail::bits_float(shifted + (113u << 23)) - detail::bits_float(113u << 23));
+  const uint32_t out = em >= 0x7c00u ? special : (em >= 0x0400u ? normal : subnormal);
+  return detail::bits_float(out | sign);
 }
 
 inline Half to_half(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint32_t bits = detail::float_bits(f);
+  const uint32_t sign = (bits >> 16) & 0x8000u;
   const uint32_t magnitude = bits & 0x7fffffffu;
-  if (magnitude >= 0x7f800000u) {  // Inf or NaN (keep NaN quiet and non-zero)
-    const uint16_t nan_bits = magnitude > 0x7f800000u ? static_cast<uint16_t>(0x200u | ((magnitude >> 13) & 0x3ffu)) : 0;
-    return Half{static_cast<uint16_t>(sign | 0x7c00u | nan_bits)};
-  }
-  if (magnitude >= 0x477ff000u) return Half{static_cast<uint16_t>(sign | 0x7c00u)};  // rounds to Inf
-  if (magnitude < 0x38800000u) {  // result is subnormal or zero
-    if (magnitude < 0x33000000u) return Half{sign};  // below half the smallest subnormal
-    const uint32_t exponent = magnitude >> 23;
-    const uint32_t mantissa = (magnitude & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - exponent;  // 14..24
-    uint32_t value = mantissa >> shift;
-    const uint32_t remainder = mantissa & ((1u << shift) - 1);
-    const uint32_t halfway = 1u << (shift - 1);
-    if (remainder > halfway || (remainder == halfway && (value & 1u))) ++value;
-    return Half{static_cast<uint16_t>(sign | value)};
-  }
-  // normal: rebias the exponent and round the 13 dropped mantissa bits to nearest even
-  uint32_t value = magnitude - 0x38000000u;
-  value += 0xfffu + ((value >> 13) & 1u);
-  return Half{static_cast<uint16_t>(sign | (value >> 13))};
+  const uint32_t nan = 0x7e00u | ((magnitude >> 13) & 0x3ffu);  // quiet, top payload bits kept
+  // Normal results: rebias, then round the 13 dropped mantissa bits to nearest even (a carry
+  // into the exponent is the correct result).
+  const uint32_t normal = (magnitude - (112u << 23) + 0xfffu + ((magnitude >> 13) & 1u)) >> 13;
+  // Subnormal results (|f| < 2^-14): adding 0.5, whose ulp is 2^-24, makes the FPU round |f| to a
+  // multiple of the smallest subnormal (to nearest even); the low bits then count those multiples.
+  const uint32_t subnormal = detail::float_bits(detail::bits_float(magnitude) + 0.5f) - detail::float_bits(0.5f);
+  const uint32_t out = magnitude > 0x7f800000u     ? nan
+                       : magnitude >= 0x477ff000u  ? 0x7c00u  // rounds to Inf (65520 and above)
+                       : magnitude >= 0x38800000u  ? normal   // 2^-14 and above
+                                                   : subnormal;
+  return Half{static_cast<uint16_t>(out | sign)};
 }
 
-inline float to_float(BFloat16 b) {
-  const uint32_t bits = static_cast<uint32_t>(b.bits) << 16;
-  float out;
-  std::memcpy(&out, &bits, sizeof(out));
-  return out;
-}
+inline float to_float(BFloat16 b) { return detail::bits_float(static_cast<uint32_t>(b.bits) << 16); }
 
 inline BFloat16 to_bfloat16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return BFloat16{static_cast<uint16_t>((bits >> 16) | 0x40u)};  // quiet NaN
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return BFloat16{static_cast<uint16_t>(bits >> 16)};
+  const uint32_t bits = detail::float_bits(f);
+  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;  // to nearest even; overflow gives Inf
+  const uint32_t nan = (bits >> 16) | 0x40u;                              // quiet, top payload bits kept
+  return BFloat16{static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? nan : rounded)};
 }
 
 // The type a kernel computes and accumulates in for a storage type.
@@ -144,13 +135,17 @@ constexpr DType dtype_of<int64_t>() { return DType::kInt64; }
 template <class Fn>
 decltype(auto) dispatch_floating(DType dtype, const char* op, const char* arg, Fn&& fn) {
   switch (dtype) {
+    case DType::kFloat16:
+      return fn(Half{});
+    case DType::kBFloat16:
+      return fn(BFloat16{});
     case DType::kFloat32:
       return fn(float{});
     case DType::kFloat64:
       return fn(double{});
     default:
-      detail::fail(ErrorKind::kType, op, "(): expected ", arg, " to be float32 or float64, but got ",
-                   dtype_name(dtype));
+      detail::fail(ErrorKind::kType, op, "(): expected ", arg,
+                   " to be float16, bfloat16, float32 or float64, but got ", dtype_name(dtype));
   }
 }
 

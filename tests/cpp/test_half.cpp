@@ -1,0 +1,193 @@
+// float16 / bfloat16 conversions (dtype.h) against independent references: exact double arithmetic
+// and, where the CPU has it, the F16C instructions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "spatialgrad/dtype.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SG_TEST_F16C 1
+#endif
+
+namespace spatialgrad {
+namespace {
+
+uint32_t bits_of(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof(b));
+  return b;
+}
+
+float float_of(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, sizeof(f));
+  return f;
+}
+
+// The value of binary16 bits, by the definition of the format.
+double half_value(uint16_t h) {
+  const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  const double sign = (h & 0x8000) ? -1.0 : 1.0;
+  if (e == 0) return sign * std::ldexp(m, -24);
+  if (e == 31) return m ? std::numeric_limits<double>::quiet_NaN() : sign * HUGE_VAL;
+  return sign * std::ldexp(1024 + m, e - 25);
+}
+
+// Round-to-nearest-even of a finite float to a format with `mantissa` explicit bits, minimum normal
+// exponent `emin` and overflow threshold `overflow` (the smallest magnitude that rounds to Inf), in
+// exact double arithmetic; returns the rounded magnitude (HUGE_VAL on overflow).
+double round_to_format(double a, int mantissa, int emin, double overflow) {
+  if (a >= overflow) return HUGE_VAL;
+  int e;
+  std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
+  const int quantum_exp = std::max(e - 1, emin) - mantissa;
+  const double n = std::ldexp(a, -quantum_exp);  // exact: a has 24 bits
+  return std::ldexp(std::nearbyint(n), quantum_exp);  // the default rounding mode: ties to even
+}
+
+uint16_t reference_to_half(float f) {
+  const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  if (std::isnan(f)) return static_cast<uint16_t>(sign | 0x7e00 | ((bits_of(f) >> 13) & 0x3ff));
+  const double r = round_to_format(std::fabs(static_cast<double>(f)), 10, -14, 65520.0);
+  if (r == HUGE_VAL) return sign | 0x7c00;
+  if (r < std::ldexp(1.0, -14)) return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::ldexp(r, 24)));
+  int e;
+  const double fr = std::frexp(r, &e);  // r = fr * 2^e, fr in [0.5, 1)
+  const int m = static_cast<int>(std::ldexp(fr, 11)) - 1024;
+  return static_cast<uint16_t>(sign | ((e - 1 + 15) << 10) | m);
+}
+
+uint16_t reference_to_bfloat16(float f) {
+  const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  if (std::isnan(f)) return static_cast<uint16_t>((bits_of(f) >> 16) | 0x40);
+  // Overflow threshold: halfway between the largest bfloat16 (0x7f7f) and 2^128.
+  const double overflow = std::ldexp(255.5, 120);
+  const double r = round_to_format(std::fabs(static_cast<double>(f)), 7, -126, overflow);
+  if (r == HUGE_VAL) return sign | 0x7f80;
+  return static_cast<uint16_t>(sign | (bits_of(static_cast<float>(r)) >> 16));
+}
+
+// Float bit patterns to test: every finite half's value, its float neighbours, the midpoints to the
+// next half and their neighbours (the rounding boundaries), the same for bfloat16, specials, and a
+// strided sweep over all 2^32 patterns.
+std::vector<uint32_t> test_patterns() {
+  std::vector<uint32_t> out;
+  auto around = [&](float x) {
+    out.push_back(bits_of(x));
+    out.push_back(bits_of(std::nextafter(x, HUGE_VALF)));
+    out.push_back(bits_of(std::nextafter(x, -HUGE_VALF)));
+  };
+  for (uint32_t h = 0; h < 0x7c00; ++h) {
+    const double v = half_value(static_cast<uint16_t>(h));
+    const double next = half_value(static_cast<uint16_t>(h + 1));
+    around(static_cast<float>(v));
+    around(static_cast<float>((v + next) / 2));  // exact in float
+  }
+  for (uint32_t b = 0; b < 0x7f80; b += 7) {
+    const float v = float_of(b << 16), next = float_of((b + 1) << 16);
+    around(v);
+    around(static_cast<float>((static_cast<double>(v) + next) / 2));
+  }
+  for (uint64_t b = 0; b <= 0xffffffffull; b += 65521) out.push_back(static_cast<uint32_t>(b));
+  for (uint32_t special : {0x7f800000u, 0x7f800001u, 0x7fc00000u, 0x7fffffffu, 0x477fefffu, 0x477ff000u, 0x477ff001u,
+                           0x33000000u, 0x33000001u, 0x387fffffu, 0x38800000u, 0x00000001u, 0x00800000u}) {
+    out.push_back(special);
+  }
+  const size_t n = out.size();
+  for (size_t i = 0; i < n; ++i) out.push_back(out[i] ^ 0x80000000u);  // and the negatives
+  return out;
+}
+
+TEST(Half, EveryHalfWidensToItsValue) {
+  for (uint32_t h = 0; h <= 0xffff; ++h) {
+    const float f = to_float(Half{static_cast<uint16_t>(h)});
+    const double expected = half_value(static_cast<uint16_t>(h));
+    if (std::isnan(expected)) {
+      ASSERT_TRUE(std::isnan(f)) << std::hex << h;
+      EXPECT_EQ((bits_of(f) >> 13) & 0x3ff, h & 0x3ff) << "NaN payload of " << std::hex << h;
+      EXPECT_EQ(std::signbit(f), (h & 0x8000) != 0);
+    } else {
+      ASSERT_EQ(static_cast<double>(f), expected) << std::hex << h;
+      EXPECT_EQ(std::signbit(f), (h & 0x8000) != 0) << std::hex << h;  // also -0
+    }
+  }
+}
+
+TEST(Half, EveryHalfRoundTrips) {
+  for (uint32_t h = 0; h <= 0xffff; ++h) {
+    const Half back = to_half(to_float(Half{static_cast<uint16_t>(h)}));
+    const bool nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+    EXPECT_EQ(back.bits, nan ? (h | 0x200) : h) << std::hex << h;  // NaNs come back quiet
+  }
+}
+
+TEST(Half, NarrowingRoundsToNearestEven) {
+  for (uint32_t b : test_patterns()) {
+    const float f = float_of(b);
+    ASSERT_EQ(to_half(f).bits, reference_to_half(f)) << "float bits " << std::hex << b;
+  }
+}
+
+TEST(Half, KnownValues) {
+  EXPECT_EQ(to_half(65520.0f).bits, 0x7c00);                          // rounds up to Inf
+  EXPECT_EQ(to_half(65519.996f).bits, 0x7bff);                        // just below: the largest half
+  EXPECT_EQ(to_half(1.0f + std::ldexp(1.0f, -11)).bits, 0x3c00);      // tie -> even (down)
+  EXPECT_EQ(to_half(1.0f + 3 * std::ldexp(1.0f, -11)).bits, 0x3c02);  // tie -> even (up)
+  EXPECT_EQ(to_half(std::ldexp(1.0f, -25)).bits, 0x0000);             // tie between 0 and the smallest subnormal
+  EXPECT_EQ(to_half(std::ldexp(1.5f, -25)).bits, 0x0001);
+  EXPECT_EQ(to_half(std::ldexp(1.0f, -14) - std::ldexp(1.0f, -25)).bits, 0x0400);  // up into the normals
+  EXPECT_EQ(to_half(std::numeric_limits<float>::denorm_min()).bits, 0x0000);
+  EXPECT_EQ(to_half(-0.0f).bits, 0x8000);
+  EXPECT_EQ(to_half(-HUGE_VALF).bits, 0xfc00);
+}
+
+#ifdef SG_TEST_F16C
+__attribute__((target("f16c"))) uint16_t hardware_to_half(float f) {
+  return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+}
+__attribute__((target("f16c"))) float hardware_to_float(uint16_t h) { return _cvtsh_ss(h); }
+
+TEST(Half, AgreesWithTheF16cInstructions) {
+  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "this CPU has no F16C";
+  for (uint32_t b : test_patterns()) {
+    const float f = float_of(b);
+    ASSERT_EQ(to_half(f).bits, hardware_to_half(f)) << "float bits " << std::hex << b;
+  }
+  for (uint32_t h = 0; h <= 0xffff; ++h) {
+    // The hardware quiets signalling NaNs when widening; compare those modulo the quiet bit.
+    const uint32_t ours = bits_of(to_float(Half{static_cast<uint16_t>(h)}));
+    const uint32_t theirs = bits_of(hardware_to_float(static_cast<uint16_t>(h)));
+    ASSERT_EQ(ours | (std::isnan(float_of(ours)) ? 0x400000u : 0u), theirs) << std::hex << h;
+  }
+}
+#endif
+
+TEST(BFloat16, EveryBFloat16WidensExactly) {
+  for (uint32_t b = 0; b <= 0xffff; ++b) EXPECT_EQ(bits_of(to_float(BFloat16{static_cast<uint16_t>(b)})), b << 16);
+}
+
+TEST(BFloat16, NarrowingRoundsToNearestEven) {
+  for (uint32_t b : test_patterns()) {
+    const float f = float_of(b);
+    ASSERT_EQ(to_bfloat16(f).bits, reference_to_bfloat16(f)) << "float bits " << std::hex << b;
+  }
+}
+
+TEST(BFloat16, KnownValues) {
+  EXPECT_EQ(to_bfloat16(1.0f).bits, 0x3f80);
+  EXPECT_EQ(to_bfloat16(1.0f + std::ldexp(1.0f, -8)).bits, 0x3f80);      // tie -> even (down)
+  EXPECT_EQ(to_bfloat16(1.0f + 3 * std::ldexp(1.0f, -8)).bits, 0x3f82);  // tie -> even (up)
+  EXPECT_EQ(to_bfloat16(std::numeric_limits<float>::max()).bits, 0x7f80);  // rounds to Inf
+  EXPECT_EQ(to_bfloat16(std::numeric_limits<float>::denorm_min()).bits, 0x0000);
+  EXPECT_EQ(to_bfloat16(-0.0f).bits, 0x8000);
+  EXPECT_EQ(to_bfloat16(float_of(0x7f800001u)).bits, 0x7fc0);  // a signalling NaN comes back quiet
+}
+
+}  // namespace
+}  // namespace spatialgrad
