@@ -32,7 +32,7 @@ void bind_avg_pool2d(py::module_& m) {
         const AvgPool2dParams params = make_params(std::move(kernel_size), std::move(stride), std::move(padding),
                                                    ceil_mode, count_include_pad, divisor_override);
         const TensorView in = view_of(input, "avg_pool2d", "input");
-        Output out = new_output(in.dtype(), avg_pool2d_output_shape(in.sizes(), params));
+        Output out = new_output(input, avg_pool2d_output_shape(in.sizes(), params));
         {
           py::gil_scoped_release release;
           avg_pool2d(in, out.view, params);
@@ -51,7 +51,7 @@ void bind_avg_pool2d(py::module_& m) {
                                                    ceil_mode, count_include_pad, divisor_override);
         const TensorView go = view_of(grad_output, "avg_pool2d_backward", "grad_output");
         const TensorView in = view_of(input, "avg_pool2d_backward", "input");
-        Output grad_input = new_output(go.dtype(), in.sizes());
+        Output grad_input = new_output(grad_output, in.sizes());
         {
           py::gil_scoped_release release;
           avg_pool2d_backward(go, in, grad_input.view, params);

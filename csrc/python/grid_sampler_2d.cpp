@@ -27,7 +27,7 @@ void bind_grid_sampler_2d(py::module_& m) {
         const GridSampler2dParams params = make_params(interpolation_mode, padding_mode, align_corners);
         const TensorView in = view_of(input, "grid_sampler_2d", "input");
         const TensorView gr = view_of(grid, "grid_sampler_2d", "grid");
-        Output out = new_output(in.dtype(), grid_sampler_2d_output_shape(in.sizes(), gr.sizes()));
+        Output out = new_output(input, grid_sampler_2d_output_shape(in.sizes(), gr.sizes()));
         {
           py::gil_scoped_release release;
           grid_sampler_2d(in, gr, out.view, params);
@@ -51,8 +51,8 @@ void bind_grid_sampler_2d(py::module_& m) {
         const bool want_input = output_mask.size() == 2 && output_mask[0];
         const bool want_grid = output_mask.size() == 2 && output_mask[1];
         Output grad_input, grad_grid;
-        if (want_input) grad_input = new_output(in.dtype(), in.sizes());
-        if (want_grid) grad_grid = new_output(gr.dtype(), gr.sizes());
+        if (want_input) grad_input = new_output(input, in.sizes());
+        if (want_grid) grad_grid = new_output(grid, gr.sizes());
         {
           py::gil_scoped_release release;
           grid_sampler_2d_backward(go, in, gr, grad_input.view, grad_grid.view, params, output_mask);

@@ -35,7 +35,7 @@ void bind_ms_deform_attn(py::module_& m) {
         const TensorView starts = index_view_of(level_start_index, kForward, "level_start_index");
         const TensorView loc = view_of(sampling_locations, kForward, "sampling_locations");
         const TensorView attn = view_of(attention_weights, kForward, "attention_weights");
-        Output out = new_output(v.dtype(), ms_deform_attn_output_shape(v.sizes(), loc.sizes()));
+        Output out = new_output(value, ms_deform_attn_output_shape(v.sizes(), loc.sizes()));
         {
           py::gil_scoped_release release;
           ms_deform_attn(v, shapes, starts, loc, attn, out.view);
@@ -55,9 +55,9 @@ void bind_ms_deform_attn(py::module_& m) {
         const TensorView loc = view_of(sampling_locations, kBackward, "sampling_locations");
         const TensorView attn = view_of(attention_weights, kBackward, "attention_weights");
         const TensorView go = view_of(grad_output, kBackward, "grad_output");
-        Output grad_value = new_output(v.dtype(), v.sizes());
-        Output grad_loc = new_output(v.dtype(), loc.sizes());
-        Output grad_attn = new_output(v.dtype(), attn.sizes());
+        Output grad_value = new_output(value, v.sizes());
+        Output grad_loc = new_output(value, loc.sizes());
+        Output grad_attn = new_output(value, attn.sizes());
         {
           py::gil_scoped_release release;
           ms_deform_attn_backward(v, shapes, starts, loc, attn, go, grad_value.view, grad_loc.view, grad_attn.view);

@@ -6,34 +6,34 @@
 
 namespace spatialgrad::python {
 
+namespace {
+
+// bfloat16 arrives as an ml_dtypes.bfloat16 array, or as 16-bit integers marked by
+// spatialgrad.bfloat16_bits() with the dtype metadata {"spatialgrad": "bfloat16"} (NumPy has no
+// bfloat16 of its own).
+bool is_bfloat16(const py::dtype& dtype) {
+  if (dtype.itemsize() != 2) return false;
+  const py::object metadata = dtype.attr("metadata");
+  if (!metadata.is_none()) {
+    const py::dict dict = metadata.cast<py::dict>();
+    if (dict.contains("spatialgrad")) return py::str(dict["spatialgrad"]).cast<std::string>() == "bfloat16";
+  }
+  return py::str(dtype.attr("name")).cast<std::string>() == "bfloat16" && dtype.kind() == 'V';
+}
+
+}  // namespace
+
 DType dtype_from_numpy(const py::dtype& dtype, const char* op, const char* arg) {
   // equal() is PyArray_EquivTypes: byte order counts, so a big-endian array is not mistaken for float32.
   if (dtype.equal(py::dtype::of<float>())) return DType::kFloat32;
   if (dtype.equal(py::dtype::of<double>())) return DType::kFloat64;
   if (dtype.equal(py::dtype("float16"))) return DType::kFloat16;
+  if (is_bfloat16(dtype)) return DType::kBFloat16;
   if (dtype.equal(py::dtype::of<int32_t>())) return DType::kInt32;
   if (dtype.equal(py::dtype::of<int64_t>())) return DType::kInt64;
   detail::fail(ErrorKind::kType, op, "(): expected ", arg,
-               " to be a NumPy array of float32 or float64 (native byte order), but got dtype ",
+               " to be a NumPy array of float16, bfloat16, float32 or float64 (native byte order), but got dtype ",
                py::str(static_cast<const py::object&>(dtype)).cast<std::string>());
-}
-
-py::dtype numpy_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16:
-      return py::dtype("float16");
-    case DType::kFloat32:
-      return py::dtype::of<float>();
-    case DType::kFloat64:
-      return py::dtype::of<double>();
-    case DType::kInt32:
-      return py::dtype::of<int32_t>();
-    case DType::kInt64:
-      return py::dtype::of<int64_t>();
-    case DType::kBFloat16:
-      break;
-  }
-  detail::fail(ErrorKind::kType, "spatialgrad: expected a dtype NumPy can hold, but got ", dtype_name(dtype));
 }
 
 TensorView view_of(const py::array& array, const char* op, const char* arg) {
@@ -53,11 +53,11 @@ TensorView view_of(const py::array& array, const char* op, const char* arg) {
   return TensorView(const_cast<void*>(array.data()), dtype, std::move(sizes), std::move(strides));
 }
 
-Output new_output(DType dtype, const std::vector<int64_t>& shape) {
+Output new_output(const py::array& like, const std::vector<int64_t>& shape) {
   checked_numel(shape);
   std::vector<py::ssize_t> py_shape(shape.begin(), shape.end());
-  py::array array(numpy_dtype(dtype), py_shape);
-  TensorView view(array.mutable_data(), dtype, shape);
+  py::array array(like.dtype(), py_shape);
+  TensorView view(array.mutable_data(), dtype_from_numpy(like.dtype(), "spatialgrad", "an output"), shape);
   return Output{std::move(array), std::move(view)};
 }
 

@@ -16,17 +16,17 @@ namespace py = pybind11;
 
 // The DType of a NumPy dtype, or a TypeError naming op() and the argument.
 DType dtype_from_numpy(const py::dtype& dtype, const char* op, const char* arg);
-py::dtype numpy_dtype(DType dtype);
 
 // A view of `array` (no copy). Raises TypeError for dtypes spatialgrad has no kernels for.
 TensorView view_of(const py::array& array, const char* op, const char* arg);
 
-// A new C-contiguous array and a view of it.
+// A new C-contiguous array with the dtype of `like` (the very dtype object, so that a marked
+// bfloat16 array gives a marked result), and a view of it.
 struct Output {
   py::array array;
   TensorView view;
 };
-Output new_output(DType dtype, const std::vector<int64_t>& shape);
+Output new_output(const py::array& like, const std::vector<int64_t>& shape);
 
 // Installs the translation of spatialgrad::Error kinds to Python exceptions.
 void register_error_translator();

@@ -35,7 +35,7 @@ void bind_roi_align(py::module_& m) {
             make_params(output_size[0], output_size.back(), spatial_scale, sampling_ratio, aligned);
         const TensorView in = view_of(input, "roi_align", "input");
         const TensorView rois = view_of(boxes, "roi_align", "boxes");
-        Output out = new_output(in.dtype(), roi_align_output_shape(in.sizes(), rois.sizes(), params));
+        Output out = new_output(input, roi_align_output_shape(in.sizes(), rois.sizes(), params));
         {
           py::gil_scoped_release release;
           roi_align(in, rois, out.view, params);
@@ -53,7 +53,7 @@ void bind_roi_align(py::module_& m) {
         const TensorView go = view_of(grad_output, "roi_align_backward", "grad_output");
         const TensorView rois = view_of(boxes, "roi_align_backward", "boxes");
         check_roi_align_backward_args(go, rois, input_shape, params);  // before allocating input_shape
-        Output grad_input = new_output(go.dtype(), input_shape);
+        Output grad_input = new_output(grad_output, input_shape);
         {
           py::gil_scoped_release release;
           roi_align_backward(go, rois, input_shape, grad_input.view, params);

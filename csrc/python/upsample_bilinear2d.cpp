@@ -21,7 +21,7 @@ void bind_upsample_bilinear2d(py::module_& m) {
         // No output_size: the sizes follow from the scale factors (floor(in * scale)), as in PyTorch.
         const std::vector<int64_t> size =
             output_size ? *output_size : upsample_bilinear2d_output_size(in.sizes(), scales_h, scales_w, layout);
-        Output out = new_output(in.dtype(), upsample_bilinear2d_output_shape(in.sizes(), size, layout));
+        Output out = new_output(input, upsample_bilinear2d_output_shape(in.sizes(), size, layout));
         {
           py::gil_scoped_release release;
           upsample_bilinear2d(in, size, align_corners, scales_h, scales_w, layout, out.view);
@@ -44,7 +44,7 @@ void bind_upsample_bilinear2d(py::module_& m) {
         bool allocatable = input_size.size() == 4 && go.dim() == 4 && input_size[0] == go.size(0) &&
                            input_size[c_dim] == go.size(c_dim);
         for (int64_t s : input_size) allocatable = allocatable && s >= 0;
-        Output grad_input = new_output(go.dtype(), allocatable ? input_size : std::vector<int64_t>{0});
+        Output grad_input = new_output(grad_output, allocatable ? input_size : std::vector<int64_t>{0});
         {
           py::gil_scoped_release release;
           upsample_bilinear2d_backward(go, output_size, input_size, align_corners, scales_h, scales_w, layout,

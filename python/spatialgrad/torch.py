@@ -12,8 +12,9 @@ PyTorch/torchvision/mmcv functions they replace:
 ========================  ======================================================================
 
 CPU tensors are shared with the kernels without copies (inputs are viewed through their strides, outputs are
-wrapped with ``torch.from_numpy``). Gradients are computed only for inputs that require them. Double backward
-is not supported and raises an error.
+wrapped with ``torch.from_numpy``); float16, bfloat16, float32 and float64 tensors are supported (bfloat16
+crosses as its raw bits, still without copies). Gradients are computed only for inputs that require them.
+Double backward is not supported and raises an error.
 """
 from __future__ import annotations
 
@@ -25,22 +26,30 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from ._registry import OpSpec, lookup
+from .bfloat16 import bfloat16_bits, is_bfloat16
 
 __all__ = ["roi_align", "upsample_bilinear2d", "avg_pool2d", "grid_sample", "ms_deform_attn",
            "ms_deform_attn_reference"]
 
 
 def _to_numpy(t: torch.Tensor, op: str, name: str) -> np.ndarray:
-    """A NumPy view of a CPU tensor (no copy)."""
+    """A NumPy view of a CPU tensor (no copy); bfloat16 as marked bit patterns (spatialgrad.bfloat16)."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"spatialgrad.torch.{op}(): expected {name} to be a torch.Tensor, but got {type(t).__name__}")
     if t.device.type != "cpu":
         raise ValueError(f"spatialgrad.torch.{op}(): expected {name} to be a CPU tensor, but got device {t.device}")
-    return t.detach().numpy()
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        return bfloat16_bits(t.view(torch.int16).numpy())
+    return t.numpy()
 
 
 def _to_torch(a: Optional[np.ndarray]) -> Optional[torch.Tensor]:
-    return None if a is None else torch.from_numpy(a)
+    if a is None:
+        return None
+    if is_bfloat16(a):
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
 
 
 class _SpatialgradFunction(torch.autograd.Function):
@@ -52,7 +61,7 @@ class _SpatialgradFunction(torch.autograd.Function):
         out = spec.forward(**arrays, **options)
         ctx.spec, ctx.options = spec, options
         ctx.save_for_backward(*tensors)
-        return torch.from_numpy(out)
+        return _to_torch(out)
 
     @staticmethod
     @once_differentiable

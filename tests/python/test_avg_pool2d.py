@@ -203,9 +203,9 @@ def test_grad_output_shape_must_match_output_size():
 
 
 def test_dtype_errors():
-    with pytest.raises(TypeError, match=r"avg_pool2d\(\): expected input to be float32 or float64, but got int64"):
+    with pytest.raises(TypeError, match=r"avg_pool2d\(\): expected input to be float16, bfloat16, float32 or float64, but got int64"):
         sg.avg_pool2d(np.zeros((1, 1, 4, 4), np.int64), 2)
-    with pytest.raises(TypeError, match=r"expected input to be a NumPy array of float32 or float64 .*complex128"):
+    with pytest.raises(TypeError, match=r"expected input to be a NumPy array of float16, bfloat16, float32 or float64 .*complex128"):
         sg.avg_pool2d(np.zeros((1, 1, 4, 4), np.complex128), 2)
     with pytest.raises(TypeError, match=r"native byte order"):
         sg.avg_pool2d(np.zeros((1, 1, 4, 4), ">f4"), 2)

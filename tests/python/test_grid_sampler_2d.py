@@ -393,7 +393,7 @@ def test_dtype_errors():
          r"expected grid to have the dtype of (input|grad_output) \(float32\), but got float64")
     with pytest.raises(TypeError, match=r"expected input to have the dtype of grad_output \(float64\), but got float32"):
         sg.grid_sampler_2d_backward(G.astype(np.float64), X, GRID)
-    with pytest.raises(TypeError, match=r"grid_sampler_2d\(\): expected input to be float32 or float64, but got int64"):
+    with pytest.raises(TypeError, match=r"grid_sampler_2d\(\): expected input to be float16, bfloat16, float32 or float64, but got int64"):
         sg.grid_sample(X.astype(np.int64), GRID.astype(np.int64))
-    with pytest.raises(TypeError, match=r"expected grid to be a NumPy array of float32 or float64 .*complex128"):
+    with pytest.raises(TypeError, match=r"expected grid to be a NumPy array of float16, bfloat16, float32 or float64 .*complex128"):
         sg.grid_sample(X, GRID.astype(np.complex128))

@@ -293,8 +293,8 @@ def test_level_area_overflow():
 
 
 @pytest.mark.parametrize("changes, message", [
-    (dict(value=np.zeros((2, 20, 3, 4), np.int32)), r"expected value to be float32 or float64, but got int32"),
-    (dict(value=np.zeros((2, 20, 3, 4), np.float16)), r"expected value to be float32 or float64, but got float16"),
+    (dict(value=np.zeros((2, 20, 3, 4), np.int32)), r"expected value to be float16, bfloat16, float32 or float64, but got int32"),
+    (dict(value=np.zeros((2, 20, 3, 4), np.int16)), r"expected value to be a NumPy array of float16, bfloat16, float32 or float64 .*int16"),
     (dict(sampling_locations=np.zeros((2, 5, 3, 2, 2, 2))),
      r"expected sampling_locations to have the dtype of value \(float32\), but got float64"),
     (dict(attention_weights=np.zeros((2, 5, 3, 2, 2))),
@@ -319,5 +319,5 @@ def test_grad_output_errors():
         sg.ms_deform_attn_backward(**args, grad_output=np.zeros((2, 4, 12), np.float32))
     with pytest.raises(TypeError, match=r"expected grad_output to have the dtype of value \(float32\), but got float64"):
         sg.ms_deform_attn_backward(**args, grad_output=np.zeros((2, 5, 12)))
-    with pytest.raises(TypeError, match=r"expected grad_output to be a NumPy array of float32 or float64"):
+    with pytest.raises(TypeError, match=r"expected grad_output to be a NumPy array of float16, bfloat16, float32 or float64"):
         sg.ms_deform_attn_backward(**args, grad_output=np.zeros((2, 5, 12), np.complex64))

@@ -243,7 +243,7 @@ def test_dtype_errors():
         sg.roi_align(X, BOXES.astype(np.float64), 2)
     with pytest.raises(TypeError, match=r"roi_align_backward\(\): expected boxes to have the dtype of grad_output \(float32\), but got float64"):
         sg.roi_align_backward(G, BOXES.astype(np.float64), X.shape, 2, 2, 1.0, 0, True)
-    with pytest.raises(TypeError, match=r"roi_align\(\): expected input to be float32 or float64, but got int64"):
+    with pytest.raises(TypeError, match=r"roi_align\(\): expected input to be float16, bfloat16, float32 or float64, but got int64"):
         sg.roi_align(X.astype(np.int64), BOXES.astype(np.int64), 2)
     with pytest.raises(TypeError, match=r"expected sampling_ratio to be an int, but got 1.5"):
         sg.roi_align(X, BOXES, 2, sampling_ratio=1.5)

@@ -341,11 +341,11 @@ def test_value_errors(call, message):
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda: sg.upsample_bilinear2d(X.astype(np.int64), 8), FWD + r"expected input to be float32 or float64, but got int64"),
+    (lambda: sg.upsample_bilinear2d(X.astype(np.int64), 8), FWD + r"expected input to be float16, bfloat16, float32 or float64, but got int64"),
     (lambda: sg.upsample_bilinear2d(X.astype(np.complex64), 8),
-     r"expected input to be a NumPy array of float32 or float64 .*complex64"),
+     r"expected input to be a NumPy array of float16, bfloat16, float32 or float64 .*complex64"),
     (lambda: sg.upsample_bilinear2d_backward(G.astype(np.int32), 8, X.shape),
-     BWD + r"expected grad_output to be float32 or float64, but got int32"),
+     BWD + r"expected grad_output to be float16, bfloat16, float32 or float64, but got int32"),
     (lambda: sg.upsample_bilinear2d(X.tolist(), 8), FWD + r"expected input to be a NumPy array, but got list"),
     (lambda: sg.upsample_bilinear2d_backward(None, 8, X.shape), BWD + r"expected grad_output to be a NumPy array"),
     (lambda: sg.upsample_bilinear2d(X, 8, layout=1), FWD + r"expected layout to be a string"),

@@ -27,7 +27,7 @@ def avg_pool2d(
     """Average pooling over the last two dimensions.
 
     Args:
-        input: ``(N, C, H, W)`` or ``(C, H, W)`` array, float32 or float64, any strides.
+        input: ``(N, C, H, W)`` or ``(C, H, W)`` array, float16, bfloat16, float32 or float64, any strides.
         kernel_size: ``k`` or ``(kH, kW)``, each > 0.
         stride: ``s`` or ``(sH, sW)``, each > 0; ``None`` (or ``()``) means ``kernel_size``.
         padding: ``p`` or ``(pH, pW)``; implicit zeros, ``0 <= p <= k // 2``.

@@ -51,7 +51,7 @@ def grid_sample(
     """Samples ``input`` at the normalised locations of ``grid`` (``torch.nn.functional.grid_sample``, 4-D).
 
     Args:
-        input: ``(N, C, H, W)`` array, float32 or float64, any strides; ``H, W >= 1``.
+        input: ``(N, C, H, W)`` array, float16, bfloat16, float32 or float64, any strides; ``H, W >= 1``.
         grid: ``(N, Ho, Wo, 2)`` array of the input dtype; ``grid[..., 0]`` is x (along W), ``grid[..., 1]``
             is y (along H), with -1 and +1 the image edges (or the corner pixel centres if ``align_corners``).
         mode: ``"bilinear"`` (0), ``"nearest"`` (1, round half to even) or ``"bicubic"`` (2, A = -0.75).

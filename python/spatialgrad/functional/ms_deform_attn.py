@@ -25,8 +25,8 @@ def ms_deform_attn(
     """Attention-weighted sum of bilinear samples taken from a multi-level feature map.
 
     Args:
-        value: ``(bs, S, nH, C)`` float32 or float64, the levels' pixels stacked along ``S`` (row-major
-            per level), any strides.
+        value: ``(bs, S, nH, C)`` float16, bfloat16, float32 or float64, the levels' pixels stacked along ``S``
+            (row-major per level), any strides.
         spatial_shapes: ``(L, 2)`` int32 or int64 (or a nested list of ints), ``(H, W)`` of each level, each >= 1, with
             ``sum(H * W) == S``.
         level_start_index: ``(L,)`` int32 or int64 (or a list of ints), the exclusive prefix sum of ``H * W``.

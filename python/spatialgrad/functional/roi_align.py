@@ -42,7 +42,7 @@ def roi_align(
     while ``torchvision.ops.roi_align`` defaults to ``aligned=False``.
 
     Args:
-        input: ``(B, C, H, W)`` array, float32 or float64, any strides.
+        input: ``(B, C, H, W)`` array, float16, bfloat16, float32 or float64, any strides.
         boxes: ``(K, 5)`` array of rows ``(batch_index, x1, y1, x2, y2)`` in input-image coordinates,
             of the input's dtype; ROI k samples image ``floor(batch_index)``, which must be in ``[0, B)``.
         output_size: ``P`` or ``(PH, PW)``, the bins per ROI.

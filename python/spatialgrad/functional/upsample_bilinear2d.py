@@ -74,8 +74,8 @@ def upsample_bilinear2d(
     """Bilinear resampling of the two spatial dimensions.
 
     Args:
-        input: ``(N, C, H, W)`` array (``(N, H, W, C)`` when ``layout="NHWC"``), float32 or float64,
-            any strides; H, W >= 1 (N or C may be 0: the result is empty).
+        input: ``(N, C, H, W)`` array (``(N, H, W, C)`` when ``layout="NHWC"``), float16, bfloat16, float32 or
+            float64, any strides; H, W >= 1 (N or C may be 0: the result is empty).
         output_size: ``s`` or ``(oH, oW)``, each >= 1.
         scale_factor: ``f`` or ``(fH, fW)``. Give ``output_size``, ``scale_factor`` or both: with only
             scale factors the output size is ``floor(in * f)``; with both, ``output_size`` fixes the

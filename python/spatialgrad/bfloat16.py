@@ -1,0 +1,55 @@
+"""bfloat16 arrays for the NumPy API.
+
+NumPy has no bfloat16 dtype. spatialgrad's functions accept bfloat16 data in two forms and return
+results in the form they were given:
+
+* ``ml_dtypes.bfloat16`` arrays, when the ``ml_dtypes`` package is installed;
+* 16-bit integer arrays holding the bfloat16 bit patterns, marked with :func:`bfloat16_bits` (a
+  zero-copy view whose dtype carries the metadata ``{"spatialgrad": "bfloat16"}``).
+
+:func:`to_bfloat16` rounds floats to the marked form (to nearest even) and :func:`bfloat16_to_float32`
+widens either form exactly. From PyTorch, pass ``torch.bfloat16`` tensors to ``spatialgrad.torch``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["BFLOAT16_BITS", "bfloat16_bits", "is_bfloat16", "to_bfloat16", "bfloat16_to_float32"]
+
+#: The dtype of marked bfloat16 arrays: uint16 bit patterns with the metadata spatialgrad looks for.
+BFLOAT16_BITS = np.dtype(np.uint16, metadata={"spatialgrad": "bfloat16"})
+
+
+def bfloat16_bits(bits: np.ndarray) -> np.ndarray:
+    """A view of ``bits`` (uint16 or int16 bfloat16 bit patterns) that spatialgrad reads as bfloat16."""
+    bits = np.asanyarray(bits)
+    if bits.dtype not in (np.dtype(np.uint16), np.dtype(np.int16)):
+        raise TypeError(f"bfloat16_bits(): expected a uint16 or int16 array of bit patterns, but got {bits.dtype}")
+    return bits.view(BFLOAT16_BITS)
+
+
+def is_bfloat16(array: np.ndarray) -> bool:
+    """Whether spatialgrad reads ``array`` as bfloat16 (marked bit patterns or ``ml_dtypes.bfloat16``)."""
+    dtype = np.asanyarray(array).dtype
+    if dtype.itemsize != 2:
+        return False
+    if dtype.metadata is not None and "spatialgrad" in dtype.metadata:
+        return dtype.metadata["spatialgrad"] == "bfloat16"
+    return dtype.name == "bfloat16" and dtype.kind == "V"
+
+
+def to_bfloat16(values) -> np.ndarray:
+    """``values`` rounded to bfloat16 (to nearest even; NaN stays NaN), as a marked bit-pattern array."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    rounded = (bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16
+    nan = (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    rounded = np.where(nan, (bits >> 16) | np.uint32(0x40), rounded)
+    return rounded.astype(np.uint16).view(BFLOAT16_BITS)
+
+
+def bfloat16_to_float32(array: np.ndarray) -> np.ndarray:
+    """The float32 values of a bfloat16 array (either form; exact)."""
+    array = np.asanyarray(array)
+    if not is_bfloat16(array):
+        raise TypeError(f"bfloat16_to_float32(): expected a bfloat16 array, but got dtype {array.dtype}")
+    return (np.ascontiguousarray(array).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
