@@ -9,3 +9,12 @@
 #else
 #define SG_SIMD_CLONES
 #endif
+
+// For the helpers of a cloned function: a helper that is not inlined is compiled once, for the
+// baseline ISA, so the AVX2 clone would call SSE code in its hottest loop. Forcing the inlining
+// compiles the helper into each clone with that clone's ISA.
+#if defined(__GNUC__)
+#define SG_INLINE inline __attribute__((always_inline))
+#else
+#define SG_INLINE inline
+#endif
