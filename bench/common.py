@@ -5,7 +5,9 @@ import gc
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
 
 
 @dataclass
@@ -19,6 +21,7 @@ class Case:
     baseline: Optional[Callable[[], object]]
     baseline_name: str
     bytes_moved: int  # minimal bytes read + written by any implementation (the memory floor)
+    dtype: str = "float32"  # of our side
 
 
 def nbytes(*arrays) -> int:
@@ -53,3 +56,41 @@ def time_pair(first: Callable[[], object], second: Optional[Callable[[], object]
             gc.enable()
     medians = [statistics.median(s) for s in samples]
     return medians[0], (medians[1] if second is not None else None)
+
+
+# ---- float16 / bfloat16 rows --------------------------------------------------------------------------------
+
+HALF_FORMATS = {"float16": "fp16", "bfloat16": "bf16"}
+
+
+def in_format(a, fmt: str):
+    """A float32 NumPy array rounded to float16 or (marked) bfloat16; other arrays unchanged."""
+    import spatialgrad as sg
+
+    if not isinstance(a, np.ndarray) or a.dtype != np.float32:
+        return a
+    return a.astype(np.float16) if fmt == "float16" else sg.to_bfloat16(a)
+
+
+def torch_in_format(t, fmt: str):
+    import torch
+
+    return t.to(torch.float16 if fmt == "float16" else torch.bfloat16) if t.is_floating_point() else t
+
+
+def half_cases(op: str, variant: str, direction: str, fn: Callable, arrays: Sequence, bytes_moved32: int,
+               torch_baselines: Optional[Dict[str, Callable[[], object]]] = None,
+               torch_name: str = "") -> List[Case]:
+    """fn(*arrays) in float16 and bfloat16, timed against our own float32 fn(*arrays) (issue 8's bar: at most
+    1.3x slower, and no slower at all for the memory-bound backward passes), and against PyTorch's kernel in
+    the same dtype where torch_baselines[fmt] is given (PyTorch 1.13 has few half-precision CPU kernels)."""
+    out = []
+    for fmt, short in HALF_FORMATS.items():
+        half = [in_format(a, fmt) for a in arrays]
+        ours = lambda half=half: fn(*half)  # noqa: E731
+        name = f"{variant} {short}"
+        out.append(Case(op, name, direction, ours, lambda: fn(*arrays), "ours float32", bytes_moved32 // 2, fmt))
+        if torch_baselines and fmt in torch_baselines:
+            out.append(Case(op, name, direction, ours, torch_baselines[fmt], f"{torch_name} {fmt}",
+                            bytes_moved32 // 2, fmt))
+    return out

@@ -2,9 +2,11 @@
 
 Prints, per operator and direction: our median time, the baseline's, the speed-up (baseline / ours)
 and our time divided by the memory floor (minimal bytes moved / copy bandwidth measured in this run).
-Writes bench/results/bench.json and bench/results/bench.png.
+float16/bfloat16 rows (variant suffix fp16/bf16) are timed against our own float32 kernel and, where
+PyTorch has a CPU kernel for that dtype, against it too. Writes bench/results/bench.json and
+bench/results/bench.png.
 
-    python bench/compare.py [--ops avg_pool2d,...] [--threads 2] [--min-time 0.4]
+    python bench/compare.py [--ops avg_pool2d,...] [--dtypes float32,float16,bfloat16] [--threads 2] [--min-time 0.4]
 """
 from __future__ import annotations
 
@@ -43,6 +45,8 @@ def copy_bandwidth(torch) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ops", default=",".join(OPS), help="comma-separated operators (default: all)")
+    parser.add_argument("--dtypes", default="float32,float16,bfloat16",
+                        help="comma-separated dtypes of our side (default: all)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--min-time", type=float, default=0.4, help="seconds of timing per case and side")
     parser.add_argument("--out", default=str(HERE / "results"))
@@ -57,22 +61,25 @@ def main() -> int:
     bandwidth = copy_bandwidth(torch)
     print(f"spatialgrad {sg.__version__}, torch {torch.__version__}, {args.threads} threads, "
           f"copy bandwidth {bandwidth / 1e9:.1f} GB/s")
-    header = f"{'operator':<22} {'variant':<18} {'dir':<8} {'ours ms':>9} {'base ms':>9} {'speed-up':>9} {'x floor':>8}  baseline"
+    header = f"{'operator':<22} {'variant':<24} {'dir':<8} {'ours ms':>9} {'base ms':>9} {'speed-up':>9} {'x floor':>8}  baseline"
     print(header)
     print("-" * len(header))
     rows = []
     for name in [n for n in args.ops.split(",") if n]:
         module = importlib.import_module(f"ops.{name}")
         for case in module.cases(np.random.default_rng(0)):
+            if case.dtype not in args.dtypes.split(","):
+                continue
             ours, base = time_pair(case.ours, case.baseline, min_time=args.min_time)
             floor = case.bytes_moved / bandwidth
-            row = dict(op=case.op, variant=case.variant, direction=case.direction, ours_ms=ours * 1e3,
+            row = dict(op=case.op, variant=case.variant, direction=case.direction, dtype=case.dtype,
+                       ours_ms=ours * 1e3,
                        baseline_ms=None if base is None else base * 1e3, baseline=case.baseline_name,
                        speedup=None if base is None else base / ours, floor_ms=floor * 1e3, x_floor=ours / floor)
             rows.append(row)
             base_s = "-" if base is None else f"{base * 1e3:9.2f}"
             speed_s = "-" if base is None else f"{base / ours:8.2f}x"
-            print(f"{case.op:<22} {case.variant:<18} {case.direction:<8} {ours * 1e3:9.2f} {base_s:>9} {speed_s:>9} "
+            print(f"{case.op:<22} {case.variant:<24} {case.direction:<8} {ours * 1e3:9.2f} {base_s:>9} {speed_s:>9} "
                   f"{ours / floor:7.2f}x  {case.baseline_name}", flush=True)
 
     out = Path(args.out)
@@ -94,7 +101,7 @@ def plot(rows, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in rows if r["speedup"] is not None]
+    rows = [r for r in rows if r["speedup"] is not None and r["baseline"] != "ours float32"]
     labels = [f"{r['op']}\n{r['variant']} {r['direction'][:3]}" for r in rows]
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(rows) + 2), 4.5))
     ax.bar(range(len(rows)), [r["speedup"] for r in rows], color="#3a7ca5")
@@ -102,7 +109,7 @@ def plot(rows, path: Path) -> None:
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=8)
     ax.set_ylabel("speed-up over PyTorch (higher is better)")
-    ax.set_title("spatialgrad vs PyTorch, float32, same process")
+    ax.set_title("spatialgrad vs PyTorch, same dtype, same process")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,10 +1,11 @@
-"""avg_pool2d at the standard shape (8,64,112,112) float32: k3 s2 p1 and k2 s2."""
+"""avg_pool2d at the standard shape (8,64,112,112): k3 s2 p1 and k2 s2 in float32; k3 s2 p1 in float16 and
+bfloat16 (against our float32, and against torch in bfloat16)."""
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 import spatialgrad as sg
-from common import Case, nbytes
+from common import Case, half_cases, nbytes, torch_in_format
 
 
 def cases(rng):
@@ -22,4 +23,14 @@ def cases(rng):
                         lambda tg=tg, k=k, s=s, p=p: torch.ops.aten.avg_pool2d_backward(tg, tx, [k, k], [s, s], [p, p],
                                                                                         False, True, None),
                         "aten.avg_pool2d_backward", nbytes(g, x)))
+        if (k, s, p) != (3, 2, 1):
+            continue
+        tx16, tg16 = torch_in_format(tx, "bfloat16"), torch_in_format(tg, "bfloat16")
+        out += half_cases("avg_pool2d", variant, "forward", lambda x: sg.avg_pool2d(x, 3, 2, 1), [x], nbytes(x, y),
+                          {"bfloat16": lambda: F.avg_pool2d(tx16, 3, 2, 1)}, "F.avg_pool2d")
+        out += half_cases("avg_pool2d", variant, "backward", lambda g, x: sg.avg_pool2d_backward(g, x, 3, 2, 1),
+                          [g, x], nbytes(g, x),
+                          {"bfloat16": lambda: torch.ops.aten.avg_pool2d_backward(tg16, tx16, [3, 3], [2, 2], [1, 1],
+                                                                                  False, True, None)},
+                          "aten.avg_pool2d_backward")
     return out

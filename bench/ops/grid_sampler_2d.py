@@ -1,10 +1,11 @@
 """grid_sampler_2d at the standard shape: input (8,32,64,64), grid (8,64,64,2) uniform in [-1.1,1.1], float32,
-zeros padding, align_corners=False; bilinear, nearest and bicubic."""
+zeros padding, align_corners=False; bilinear, nearest and bicubic; bilinear also in float16 and bfloat16
+(against our float32: PyTorch 1.13 has no half-precision grid_sampler_2d on the CPU)."""
 import numpy as np
 import torch
 
 import spatialgrad as sg
-from common import Case, nbytes
+from common import Case, half_cases, nbytes
 
 
 def cases(rng):
@@ -23,4 +24,9 @@ def cases(rng):
                         lambda mode=mode: torch.ops.aten.grid_sampler_2d_backward(tg, tx, tgrid, mode, 0, False,
                                                                                   [True, True]),
                         "aten.grid_sampler_2d_backward", nbytes(g, x, grid, x, grid)))
+    out += half_cases("grid_sampler_2d", "bilinear zeros", "forward", lambda x, grid: sg.grid_sample(x, grid),
+                      [x, grid], nbytes(x, grid, g))
+    out += half_cases("grid_sampler_2d", "bilinear zeros", "backward",
+                      lambda g, x, grid: sg.grid_sampler_2d_backward(g, x, grid), [g, x, grid],
+                      nbytes(g, x, grid, x, grid))
     return out

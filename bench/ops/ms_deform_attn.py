@@ -1,11 +1,11 @@
 """ms_deform_attn at the standard shape: bs 2, levels 64x64/32x32/16x16/8x8, nH 8, C 32, Q 1000, L 4, P 4,
 float32, against the grid_sample composition of mmcv's PyTorch fallback (its forward, and its autograd
-backward through a retained graph)."""
+backward through a retained graph); also in float16 and bfloat16, against our float32."""
 import numpy as np
 import torch
 
 import spatialgrad as sg
-from common import Case, nbytes
+from common import Case, half_cases, nbytes
 from spatialgrad.torch import ms_deform_attn_reference
 
 LEVELS = [(64, 64), (32, 32), (16, 16), (8, 8)]
@@ -34,11 +34,18 @@ def cases(rng):
         return torch.autograd.grad(graph, (tv, tl, ta), tg, retain_graph=True)
 
     variant = "std bs2 Q1000"
-    out = sg.ms_deform_attn(value, shapes, starts, loc, attn)
-    return [
+    output = sg.ms_deform_attn(value, shapes, starts, loc, attn)
+    out = [
         Case("ms_deform_attn", variant, "forward", lambda: sg.ms_deform_attn(value, shapes, starts, loc, attn),
-             baseline_forward, "grid_sample fallback", nbytes(value, loc, attn, out)),
+             baseline_forward, "grid_sample fallback", nbytes(value, loc, attn, output)),
         Case("ms_deform_attn", variant, "backward",
              lambda: sg.ms_deform_attn_backward(value, shapes, starts, loc, attn, grad), baseline_backward,
              "grid_sample fallback autograd", nbytes(value, loc, attn, grad, value, loc, attn)),
     ]
+    out += half_cases("ms_deform_attn", variant, "forward",
+                      lambda value, loc, attn: sg.ms_deform_attn(value, shapes, starts, loc, attn), [value, loc, attn],
+                      nbytes(value, loc, attn, output))
+    out += half_cases("ms_deform_attn", variant, "backward",
+                      lambda value, loc, attn, grad: sg.ms_deform_attn_backward(value, shapes, starts, loc, attn, grad),
+                      [value, loc, attn, grad], nbytes(value, loc, attn, grad, value, loc, attn))
+    return out

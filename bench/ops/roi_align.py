@@ -1,10 +1,11 @@
 """roi_align at the standard shape: features (2,256,64,64) float32, 512 boxes of 1-16 px, 7x7,
-sampling_ratio 2, aligned. Baseline: torchvision.ops.roi_align and its autograd backward kernel."""
+sampling_ratio 2, aligned. Baseline: torchvision.ops.roi_align and its autograd backward kernel. Also in
+float16 and bfloat16 (against our float32, and against torchvision in float16)."""
 import numpy as np
 import torch
 
 import spatialgrad as sg
-from common import Case, nbytes
+from common import Case, half_cases, nbytes, torch_in_format
 
 
 def standard_boxes(rng, num_boxes=512, num_images=2, size=64):
@@ -25,10 +26,21 @@ def cases(rng):
     g = rng.standard_normal(y.shape).astype(np.float32)
     tg = torch.from_numpy(g)
     variant = "512 boxes 7x7 sr2"
-    return [
+    out = [
         Case("roi_align", variant, "forward", lambda: sg.roi_align(x, boxes, 7, 1.0, 2, True),
              lambda: tv_roi_align(tx, tboxes, 7, 1.0, 2, True), "torchvision roi_align", nbytes(x, boxes, y)),
         Case("roi_align", variant, "backward", lambda: sg.roi_align_backward(g, boxes, x.shape, 7, 7, 1.0, 2, True),
              lambda: torch.ops.torchvision._roi_align_backward(tg, tboxes, 1.0, 7, 7, 2, 256, 64, 64, 2, True),
              "torchvision _roi_align_backward", nbytes(g, boxes, x)),
     ]
+    hx, hboxes, hg = (torch_in_format(t, "float16") for t in (tx, tboxes, tg))
+    out += half_cases("roi_align", variant, "forward", lambda x, boxes: sg.roi_align(x, boxes, 7, 1.0, 2, True),
+                      [x, boxes], nbytes(x, boxes, y), {"float16": lambda: tv_roi_align(hx, hboxes, 7, 1.0, 2, True)},
+                      "torchvision roi_align")
+    out += half_cases("roi_align", variant, "backward",
+                      lambda g, boxes: sg.roi_align_backward(g, boxes, x.shape, 7, 7, 1.0, 2, True), [g, boxes],
+                      nbytes(g, boxes, x),
+                      {"float16": lambda: torch.ops.torchvision._roi_align_backward(hg, hboxes, 1.0, 7, 7, 2, 256, 64,
+                                                                                    64, 2, True)},
+                      "torchvision _roi_align_backward")
+    return out

@@ -1,11 +1,12 @@
 """upsample_bilinear2d at the standard shape (8,64,64,64) -> (128,128) float32, align_corners=False,
-NCHW (against F.interpolate / aten backward) and NHWC (against torch channels_last)."""
+NCHW (against F.interpolate / aten backward) and NHWC (against torch channels_last); the same in float16 and
+bfloat16 (against our float32, and against torch in bfloat16)."""
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 import spatialgrad as sg
-from common import Case, nbytes
+from common import Case, half_cases, nbytes, torch_in_format
 
 
 def cases(rng):
@@ -20,7 +21,7 @@ def cases(rng):
     assert x_nhwc.flags.c_contiguous and g_nhwc.flags.c_contiguous
     y = sg.upsample_bilinear2d(x, size)
     in_size = list(x.shape)
-    return [
+    out = [
         Case("upsample_bilinear2d", "NCHW 64->128", "forward", lambda: sg.upsample_bilinear2d(x, size),
              lambda: F.interpolate(tx, size=size, mode="bilinear", align_corners=False), "F.interpolate",
              nbytes(x, y)),
@@ -37,3 +38,24 @@ def cases(rng):
              lambda: torch.ops.aten.upsample_bilinear2d_backward(tg_cl, size, in_size, False, None, None),
              "aten backward channels_last", nbytes(g, x)),
     ]
+    bf = {name: torch_in_format(t, "bfloat16") for name, t in dict(x=tx, g=tg, x_cl=tx_cl, g_cl=tg_cl).items()}
+    out += half_cases("upsample_bilinear2d", "NCHW 64->128", "forward", lambda x: sg.upsample_bilinear2d(x, size),
+                      [x], nbytes(x, y),
+                      {"bfloat16": lambda: F.interpolate(bf["x"], size=size, mode="bilinear", align_corners=False)},
+                      "F.interpolate")
+    out += half_cases("upsample_bilinear2d", "NCHW 64->128", "backward",
+                      lambda g: sg.upsample_bilinear2d_backward(g, size, in_size), [g], nbytes(g, x),
+                      {"bfloat16": lambda: torch.ops.aten.upsample_bilinear2d_backward(bf["g"], size, in_size, False,
+                                                                                       None, None)},
+                      "aten.upsample_bilinear2d_backward")
+    out += half_cases("upsample_bilinear2d", "NHWC 64->128", "forward",
+                      lambda x: sg.upsample_bilinear2d(x, size, layout="NHWC"), [x_nhwc], nbytes(x, y),
+                      {"bfloat16": lambda: F.interpolate(bf["x_cl"], size=size, mode="bilinear", align_corners=False)},
+                      "F.interpolate channels_last")
+    out += half_cases("upsample_bilinear2d", "NHWC 64->128", "backward",
+                      lambda g: sg.upsample_bilinear2d_backward(g, size, list(x_nhwc.shape), layout="NHWC"), [g_nhwc],
+                      nbytes(g, x),
+                      {"bfloat16": lambda: torch.ops.aten.upsample_bilinear2d_backward(bf["g_cl"], size, in_size,
+                                                                                       False, None, None)},
+                      "aten backward channels_last")
+    return out

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "detail/checks.h"
+#include "detail/convert.h"
 #include "detail/pool_windows.h"
 #include "spatialgrad/parallel.h"
 
@@ -144,6 +145,8 @@ void forward_kernel(const TensorView& input, const TensorView& output, const Win
   parallel_for(0, in_planes.count * out_h, kMinWorkPerTask / work_per_row + 1, [&](int64_t lo, int64_t hi) {
     std::vector<Acc> padded(static_cast<size_t>(std::max(padded_len, pw + in_w)), Acc(0));
     std::vector<Acc> box(static_cast<size_t>(box_len));
+    // float16/bfloat16 rows are converted whole, as vector loops (detail/convert.h).
+    std::vector<Acc> wide(detail::kIsHalfType<T> ? static_cast<size_t>(std::max(in_w, out_w)) : 0);
     Acc* column_sums = padded.data() + pw;
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t plane = item / out_h, oh = item % out_h;
@@ -153,14 +156,25 @@ void forward_kernel(const TensorView& input, const TensorView& output, const Win
       std::fill(column_sums, column_sums + in_w, Acc(0));
       for (int64_t h = win.h.start[oh]; h < win.h.end[oh]; ++h) {
         const T* row = src + h * ish;
-        for (int64_t w = 0; w < in_w; ++w) column_sums[w] += load_as<Acc>(row[w * isw]);
+        if constexpr (detail::kIsHalfType<T>) {
+          detail::widen_row(row, isw, in_w, wide.data());
+          for (int64_t w = 0; w < in_w; ++w) column_sums[w] += wide[w];
+        } else {
+          for (int64_t w = 0; w < in_w; ++w) column_sums[w] += load_as<Acc>(row[w * isw]);
+        }
       }
       detail::box_sum(padded.data(), box_len, kw, box.data());
       const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
-      for (int64_t ow = 0; ow < out_w; ++ow) {
+      auto average = [&](int64_t ow) {
         // A window with no input pixel (only possible for an empty input) outputs 0, not 0/0.
         const Acc divisor = row_factor * col_factor[ow];
-        dst[ow * osw] = store_as<T>(divisor != 0 ? box[ow * sw] / divisor : Acc(0));
+        return divisor != 0 ? box[ow * sw] / divisor : Acc(0);
+      };
+      if constexpr (detail::kIsHalfType<T>) {
+        for (int64_t ow = 0; ow < out_w; ++ow) wide[ow] = average(ow);
+        detail::narrow_row(wide.data(), out_w, dst, osw);
+      } else {
+        for (int64_t ow = 0; ow < out_w; ++ow) dst[ow * osw] = store_as<T>(average(ow));
       }
     }
   });
@@ -190,6 +204,7 @@ void backward_kernel(const TensorView& grad_output, const TensorView& grad_input
     std::vector<Acc> row_sums(static_cast<size_t>(out_w));
     std::vector<Acc> impulses(static_cast<size_t>(impulse_len), Acc(0));
     std::vector<Acc> row_out(static_cast<size_t>(in_w));
+    std::vector<Acc> wide(detail::kIsHalfType<T> ? static_cast<size_t>(out_w) : 0);  // a converted half row
     int64_t ring_plane = -1, ring_next = 0;  // rows [.., ring_next) of ring_plane are in the ring
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t plane = item / in_h, h = item % in_h;
@@ -204,7 +219,14 @@ void backward_kernel(const TensorView& grad_output, const TensorView& grad_input
         const T* g_row = g_plane + oh * gsh;
         // Never zero: with a non-empty input every window covers at least one pixel.
         const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
-        for (int64_t ow = 0; ow < out_w; ++ow) scaled[ow] = load_as<Acc>(g_row[ow * gsw]) / (row_factor * col_factor[ow]);
+        if constexpr (detail::kIsHalfType<T>) {
+          detail::widen_row(g_row, gsw, out_w, wide.data());
+          for (int64_t ow = 0; ow < out_w; ++ow) scaled[ow] = wide[ow] / (row_factor * col_factor[ow]);
+        } else {
+          for (int64_t ow = 0; ow < out_w; ++ow) {
+            scaled[ow] = load_as<Acc>(g_row[ow * gsw]) / (row_factor * col_factor[ow]);
+          }
+        }
       }
       ring_next = std::max(ring_next, oh_last);
       std::fill(row_sums.begin(), row_sums.end(), Acc(0));
@@ -215,7 +237,11 @@ void backward_kernel(const TensorView& grad_output, const TensorView& grad_input
       for (int64_t ow = 0; ow < out_w; ++ow) impulses[ow * sw + kw - 1 - pw] = row_sums[ow];
       detail::box_sum(impulses.data(), in_w, kw, row_out.data());
       T* dst = gi + gi_planes.offset(plane) + h * ish;
-      for (int64_t w = 0; w < in_w; ++w) dst[w * isw] = store_as<T>(row_out[w]);
+      if constexpr (detail::kIsHalfType<T>) {
+        detail::narrow_row(row_out.data(), in_w, dst, isw);
+      } else {
+        for (int64_t w = 0; w < in_w; ++w) dst[w * isw] = store_as<T>(row_out[w]);
+      }
     }
   });
 }

@@ -166,7 +166,7 @@ inline void stream_fence() {
 
 // acc[i] = (acc[i] +) sum over m < M of w[m] * rows[m][i * stride], summed in order m = 0, 1, ...
 template <int M, bool kFirst, bool kUnit, class T, class Acc>
-inline void sum_group(Acc* acc, const T* const* rows, const Acc* w, int64_t stride, int64_t n) {
+SG_INLINE void sum_group(Acc* acc, const T* const* rows, const Acc* w, int64_t stride, int64_t n) {
   const T* r[M];
   Acc wt[M];
   for (int m = 0; m < M; ++m) {
@@ -182,7 +182,7 @@ inline void sum_group(Acc* acc, const T* const* rows, const Acc* w, int64_t stri
 }
 
 template <bool kFirst, bool kUnit, class T, class Acc>
-inline void sum_group_of(int64_t m, Acc* acc, const T* const* rows, const Acc* w, int64_t stride, int64_t n) {
+SG_INLINE void sum_group_of(int64_t m, Acc* acc, const T* const* rows, const Acc* w, int64_t stride, int64_t n) {
   switch (m) {
     case 1:
       return sum_group<1, kFirst, kUnit>(acc, rows, w, stride, n);

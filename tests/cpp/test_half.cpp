@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "detail/convert.h"
 #include "spatialgrad/dtype.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -110,7 +111,8 @@ TEST(Half, EveryHalfWidensToItsValue) {
     const double expected = half_value(static_cast<uint16_t>(h));
     if (std::isnan(expected)) {
       ASSERT_TRUE(std::isnan(f)) << std::hex << h;
-      EXPECT_EQ((bits_of(f) >> 13) & 0x3ff, h & 0x3ff) << "NaN payload of " << std::hex << h;
+      // The payload is kept and the NaN made quiet (bit 22 of the float, bit 9 of the half).
+      EXPECT_EQ((bits_of(f) >> 13) & 0x3ff, (h & 0x3ff) | 0x200) << "NaN payload of " << std::hex << h;
       EXPECT_EQ(std::signbit(f), (h & 0x8000) != 0);
     } else {
       ASSERT_EQ(static_cast<double>(f), expected) << std::hex << h;
@@ -160,13 +162,43 @@ TEST(Half, AgreesWithTheF16cInstructions) {
     ASSERT_EQ(to_half(f).bits, hardware_to_half(f)) << "float bits " << std::hex << b;
   }
   for (uint32_t h = 0; h <= 0xffff; ++h) {
-    // The hardware quiets signalling NaNs when widening; compare those modulo the quiet bit.
-    const uint32_t ours = bits_of(to_float(Half{static_cast<uint16_t>(h)}));
-    const uint32_t theirs = bits_of(hardware_to_float(static_cast<uint16_t>(h)));
-    ASSERT_EQ(ours | (std::isnan(float_of(ours)) ? 0x400000u : 0u), theirs) << std::hex << h;
+    // Bit for bit, NaNs included: both make signalling NaNs quiet.
+    ASSERT_EQ(bits_of(to_float(Half{static_cast<uint16_t>(h)})), bits_of(hardware_to_float(static_cast<uint16_t>(h))))
+        << std::hex << h;
   }
 }
 #endif
+
+// The row conversions the kernels use (F16C where the CPU has it, portable code otherwise) agree with
+// the element conversions above bit for bit, at unit and other strides and with ragged tails.
+template <class T>
+void expect_rows_match_elements(const std::vector<uint32_t>& float_patterns) {
+  std::vector<T> all(0x10000);
+  for (uint32_t h = 0; h <= 0xffff; ++h) all[h] = T{static_cast<uint16_t>(h)};
+  for (int64_t stride : {1, 3}) {
+    for (int64_t n : {int64_t(0x10000) / stride, int64_t(13)}) {
+      std::vector<float> wide(static_cast<size_t>(n));
+      detail::widen_row(all.data(), stride, n, wide.data());
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(bits_of(wide[i]), bits_of(to_float(all[i * stride]))) << "stride " << stride << " element " << i;
+      }
+    }
+  }
+  std::vector<float> floats;
+  for (uint32_t b : float_patterns) floats.push_back(float_of(b));
+  for (int64_t stride : {1, 2}) {
+    std::vector<T> narrow(floats.size() * stride, T{0x5555});
+    detail::narrow_row(floats.data(), static_cast<int64_t>(floats.size()), narrow.data(), stride);
+    for (size_t i = 0; i < floats.size(); ++i) {
+      const uint16_t expected = std::is_same_v<T, Half> ? to_half(floats[i]).bits : to_bfloat16(floats[i]).bits;
+      ASSERT_EQ(narrow[i * stride].bits, expected) << "float bits " << std::hex << float_patterns[i];
+      if (stride == 2) ASSERT_EQ(narrow[i * 2 + 1].bits, 0x5555) << "wrote between the strided elements";
+    }
+  }
+}
+
+TEST(Half, RowConversionsMatchElementConversions) { expect_rows_match_elements<Half>(test_patterns()); }
+TEST(BFloat16, RowConversionsMatchElementConversions) { expect_rows_match_elements<BFloat16>(test_patterns()); }
 
 TEST(BFloat16, EveryBFloat16WidensExactly) {
   for (uint32_t b = 0; b <= 0xffff; ++b) EXPECT_EQ(bits_of(to_float(BFloat16{static_cast<uint16_t>(b)})), b << 16);

@@ -25,13 +25,22 @@ struct BFloat16 {
   uint16_t bits;
 };
 
+// The conversions are forced inline: kernels compile their hot loops in AVX2 clones (target_clones),
+// and GCC does not inline an ordinary inline function into a clone of another target, which would
+// leave a call per element instead of a vector loop.
+#if defined(__GNUC__)
+#define SPATIALGRAD_CONVERT inline __attribute__((always_inline))
+#else
+#define SPATIALGRAD_CONVERT inline
+#endif
+
 namespace detail {
-inline uint32_t float_bits(float f) {
+SPATIALGRAD_CONVERT uint32_t float_bits(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, sizeof(bits));
   return bits;
 }
-inline float bits_float(uint32_t bits) {
+SPATIALGRAD_CONVERT float bits_float(uint32_t bits) {
   float f;
   std::memcpy(&f, &bits, sizeof(f));
   return f;
@@ -39,23 +48,34 @@ inline float bits_float(uint32_t bits) {
 }  // namespace detail
 
 // The conversions below are branch-free (every case computed, one selected), so that loops over
-// arrays of them vectorise; they are exact, round to nearest even, keep NaN payloads (made quiet on
-// narrowing) and handle subnormals without relying on denormal float arithmetic.
+// arrays of them vectorise; they are exact, round to nearest even, keep NaN payloads (made quiet) and
+// handle subnormals without relying on denormal float arithmetic.
 
-inline float to_float(Half h) {
+namespace detail {
+// All ones where `condition` holds: selecting with masks (not ?:) keeps the conversions free of
+// branches, which GCC would not if-convert, and so lets loops of them vectorise.
+SPATIALGRAD_CONVERT uint32_t mask_if(bool condition) { return 0u - static_cast<uint32_t>(condition); }
+SPATIALGRAD_CONVERT uint32_t select(uint32_t mask, uint32_t if_set, uint32_t if_clear) {
+  return (if_set & mask) | (if_clear & ~mask);
+}
+}  // namespace detail
+
+SPATIALGRAD_CONVERT float to_float(Half h) {
   const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
   const uint32_t em = h.bits & 0x7fffu;  // exponent and mantissa
   const uint32_t shifted = em << 13;
-  const uint32_t normal = shifted + (112u << 23);          // rebias the exponent (15 -> 127)
-  const uint32_t special = shifted | 0x7f800000u;          // Inf / NaN: exponent 255, payload kept
+  const uint32_t normal = shifted + (112u << 23);  // rebias the exponent (15 -> 127)
+  // Inf / NaN: exponent 255, payload kept, NaN made quiet (as the F16C instruction does).
+  const uint32_t special = shifted | 0x7f800000u | (detail::mask_if(em > 0x7c00u) & 0x00400000u);
   // A subnormal m * 2^-24 as 2^-14 * (1 + m/2^10) - 2^-14, on normal floats only (exact).
   const uint32_t subnormal =
       detail::float_bits(detail::bits_float(shifted + (113u << 23)) - detail::bits_float(113u << 23));
-  const uint32_t out = em >= 0x7c00u ? special : (em >= 0x0400u ? normal : subnormal);
+  const uint32_t out = detail::select(detail::mask_if(em >= 0x7c00u), special,
+                                      detail::select(detail::mask_if(em >= 0x0400u), normal, subnormal));
   return detail::bits_float(out | sign);
 }
 
-inline Half to_half(float f) {
+SPATIALGRAD_CONVERT Half to_half(float f) {
   const uint32_t bits = detail::float_bits(f);
   const uint32_t sign = (bits >> 16) & 0x8000u;
   const uint32_t magnitude = bits & 0x7fffffffu;
@@ -66,20 +86,21 @@ inline Half to_half(float f) {
   // Subnormal results (|f| < 2^-14): adding 0.5, whose ulp is 2^-24, makes the FPU round |f| to a
   // multiple of the smallest subnormal (to nearest even); the low bits then count those multiples.
   const uint32_t subnormal = detail::float_bits(detail::bits_float(magnitude) + 0.5f) - detail::float_bits(0.5f);
-  const uint32_t out = magnitude > 0x7f800000u     ? nan
-                       : magnitude >= 0x477ff000u  ? 0x7c00u  // rounds to Inf (65520 and above)
-                       : magnitude >= 0x38800000u  ? normal   // 2^-14 and above
-                                                   : subnormal;
+  using detail::mask_if;
+  using detail::select;
+  const uint32_t out = select(mask_if(magnitude > 0x7f800000u), nan,
+                              select(mask_if(magnitude >= 0x477ff000u), 0x7c00u,  // rounds to Inf (65520 and up)
+                                     select(mask_if(magnitude >= 0x38800000u), normal, subnormal)));  // 2^-14
   return Half{static_cast<uint16_t>(out | sign)};
 }
 
-inline float to_float(BFloat16 b) { return detail::bits_float(static_cast<uint32_t>(b.bits) << 16); }
+SPATIALGRAD_CONVERT float to_float(BFloat16 b) { return detail::bits_float(static_cast<uint32_t>(b.bits) << 16); }
 
-inline BFloat16 to_bfloat16(float f) {
+SPATIALGRAD_CONVERT BFloat16 to_bfloat16(float f) {
   const uint32_t bits = detail::float_bits(f);
   const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;  // to nearest even; overflow gives Inf
   const uint32_t nan = (bits >> 16) | 0x40u;                              // quiet, top payload bits kept
-  return BFloat16{static_cast<uint16_t>((bits & 0x7fffffffu) > 0x7f800000u ? nan : rounded)};
+  return BFloat16{static_cast<uint16_t>(detail::select(detail::mask_if((bits & 0x7fffffffu) > 0x7f800000u), nan, rounded))};
 }
 
 // The type a kernel computes and accumulates in for a storage type.
@@ -96,7 +117,7 @@ using AccType = typename AccTypeOf<T>::type;
 
 // Loads and stores between storage and accumulation types (one rounding on store).
 template <class Acc, class T>
-inline Acc load_as(T v) {
+SPATIALGRAD_CONVERT Acc load_as(T v) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
     return static_cast<Acc>(to_float(v));
   } else {
@@ -105,7 +126,7 @@ inline Acc load_as(T v) {
 }
 
 template <class T, class Acc>
-inline T store_as(Acc v) {
+SPATIALGRAD_CONVERT T store_as(Acc v) {
   if constexpr (std::is_same_v<T, Half>) {
     return to_half(static_cast<float>(v));
   } else if constexpr (std::is_same_v<T, BFloat16>) {
