@@ -102,6 +102,14 @@ def op_cases(rng):
 CASES = op_cases(np.random.default_rng(8))
 
 
+def each_case_and_format(cases):
+    """Parametrizes a test over the given cases and both formats."""
+    def decorate(test):
+        test = pytest.mark.parametrize("case", cases, ids=[c[0] for c in cases])(test)
+        return pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)(test)
+    return decorate
+
+
 def run(name, arrays, options, grad_output):
     """Forward output and the gradients of every differentiable array (None elsewhere)."""
     spec = lookup(name)
@@ -113,11 +121,16 @@ def run(name, arrays, options, grad_output):
     return out, spec.backward(grad_output, named, bound, spec.differentiable)
 
 
-def half_and_references(fmt: Format, name, arrays, options, rng):
-    """Our results in the format, our float32 results and float64 results, all on the same quantized data."""
+def quantized_problem(fmt: Format, name, arrays, options, rng):
+    """The arrays in the format and a random output gradient in the format."""
     qarrays = quantize_arrays(fmt, arrays)
     out, _ = run(name, qarrays, options, None)
-    grad_output = fmt.quantize(rng.standard_normal(out.shape))
+    return qarrays, fmt.quantize(rng.standard_normal(out.shape))
+
+
+def half_and_references(fmt: Format, name, arrays, options, rng):
+    """Our results in the format, our float32 results and float64 results, all on the same quantized data."""
+    qarrays, grad_output = quantized_problem(fmt, name, arrays, options, rng)
     half = run(name, qarrays, options, grad_output)
     single = run(name, widen_arrays(fmt, qarrays, np.float32), options, fmt.widen(grad_output))
     double = run(name, widen_arrays(fmt, qarrays, np.float64), options, fmt.widen(grad_output).astype(np.float64))
@@ -130,8 +143,7 @@ def error_bound(fmt: Format, reference: np.ndarray) -> np.ndarray:
     return fmt.unit_roundoff * np.abs(reference) + ACCUMULATION_SLACK * scale + fmt.subnormal_half_ulp
 
 
-@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
-@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+@each_case_and_format(CASES)
 def test_one_rounding_of_the_float32_result(case, fmt, rng):
     """The half-precision kernels are the float32 kernels with one round-to-nearest-even store."""
     _, name, arrays, options = case
@@ -141,8 +153,7 @@ def test_one_rounding_of_the_float32_result(case, fmt, rng):
         np.testing.assert_array_equal(fmt.bits(ours), fmt.bits(fmt.quantize(f32)))
 
 
-@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
-@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+@each_case_and_format(CASES)
 def test_error_against_float64_within_the_format_bound(case, fmt, rng):
     _, name, arrays, options = case
     half, _, double = half_and_references(fmt, name, arrays, options, rng)
@@ -157,13 +168,10 @@ def test_error_against_float64_within_the_format_bound(case, fmt, rng):
             assert float(np.max(err[big] / np.abs(ref[big]))) <= fmt.unit_roundoff * 1.1
 
 
-@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
-@pytest.mark.parametrize("case", CASES[::3], ids=[c[0] for c in CASES[::3]])
+@each_case_and_format(CASES[::3])
 def test_threads_do_not_change_bits(case, fmt, rng):
     _, name, arrays, options = case
-    qarrays = quantize_arrays(fmt, arrays)
-    out, _ = run(name, qarrays, options, None)
-    grad_output = fmt.quantize(rng.standard_normal(out.shape))
+    qarrays, grad_output = quantized_problem(fmt, name, arrays, options, rng)
 
     def both():
         forward, grads = run(name, qarrays, options, grad_output)
@@ -295,14 +303,10 @@ TORCH_HALF_SUPPORT = {("avg_pool2d", "bfloat16"), ("upsample_bilinear2d", "bfloa
 
 
 @requires_torch
-@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
-@pytest.mark.parametrize("case", [c for c in CASES if c[1] != "ms_deform_attn"],
-                         ids=[c[0] for c in CASES if c[1] != "ms_deform_attn"])
+@each_case_and_format([c for c in CASES if c[1] != "ms_deform_attn"])
 def test_no_less_accurate_than_torch_half_kernels(case, fmt, rng):
     _, name, arrays, options = case
-    qarrays = quantize_arrays(fmt, arrays)
-    out, _ = run(name, qarrays, options, None)
-    grad_output = fmt.quantize(rng.standard_normal(out.shape))
+    qarrays, grad_output = quantized_problem(fmt, name, arrays, options, rng)
     if (name, fmt.name) not in TORCH_HALF_SUPPORT:
         with pytest.raises(RuntimeError, match="not implemented"):
             torch_half_results(fmt, name, qarrays, options, grad_output)
