@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "detail/checks.h"
+#include "detail/float_staging.h"
 #include "detail/grid_sampler_coords.h"
 #include "spatialgrad/parallel.h"
 
@@ -260,8 +261,8 @@ struct BilinearTable {
   // d output / d coordinate * g into the per-slot grid-gradient sums ax, ay (PyTorch's CPU formula),
   // channel after channel. Either part alone, or both in one sweep, gives the same sums.
   template <bool kScatter, bool kGrid, int kGroup, class T>
-  void backward(const Context<T>& ctx, const T* __restrict src, int64_t src_step, const T* __restrict g,
-                int64_t g_step, Acc* __restrict gi, int64_t gi_step, Acc* __restrict ax, Acc* __restrict ay) const {
+  void backward(const Context<T>& ctx, const T* __restrict src, int64_t src_step, const T* __restrict g, int64_t g_step,
+                Acc* __restrict gi, int64_t gi_step, Acc* __restrict ax, Acc* __restrict ay) const {
     const int64_t sH = ctx.input.s2, sW = ctx.input.s3, sHW = sH + sW, W = ctx.W;
     for (int64_t i = 0; i < inner; ++i) {
       const int64_t at = inner_at[i], o = inner_src[i], d = inner_dense[i];
@@ -555,7 +556,8 @@ void forward_kernel(const Context<T>& ctx, const View4<T>& out) {
   int64_t chunk = ctx.C;
   if (runs.count < 2 * threads) chunk = std::max<int64_t>(1, ctx.C * runs.count / (2 * threads));
   const int64_t chunks = (ctx.C + chunk - 1) / chunk;
-  const int64_t work = std::max<int64_t>(1, std::min(ctx.points, kBlock * runs.blocks_per_run) * (chunk * Table::kCost + 10));
+  const int64_t work =
+      std::max<int64_t>(1, std::min(ctx.points, kBlock * runs.blocks_per_run) * (chunk * Table::kCost + 10));
   parallel_for(0, runs.count * chunks, kMinWorkPerTask / work + 1, [&](int64_t lo, int64_t hi) {
     std::unique_ptr<Table[]> tables = new_tables<Table>(runs.blocks_per_run);
     int64_t built = -1, b0 = 0, b1 = 0, n = 0;
@@ -589,7 +591,9 @@ struct GradInputPlanes {
   bool direct;
 
   GradInputPlanes(const TensorView& grad_input, int64_t H_, int64_t W_)
-      : gi(view4<T>(grad_input)), H(H_), W(W_),
+      : gi(view4<T>(grad_input)),
+        H(H_),
+        W(W_),
         direct(std::is_same_v<T, Acc> && gi.s3 == 1 && (gi.s2 == W_ || H_ == 1)) {}
   int64_t step() const { return direct ? gi.s1 : H * W; }
   std::vector<Acc> scratch() const { return std::vector<Acc>(direct ? 0 : static_cast<size_t>(kChannelGroup * H * W)); }
@@ -677,7 +681,8 @@ void backward_kernel(const Context<T>& ctx, const View4<const T>& go, const Tens
   if (grad_input != nullptr && units > 0) tables = new_tables<Table>(units);
   if (units > 0 && (tables || with_grad)) {
     const Runs runs = make_runs(ctx, threads);
-    const int64_t work = std::min(ctx.points, kBlock * runs.blocks_per_run) * (with_grad ? ctx.C * Table::kCost + 10 : 10);
+    const int64_t work =
+        std::min(ctx.points, kBlock * runs.blocks_per_run) * (with_grad ? ctx.C * Table::kCost + 10 : 10);
     parallel_for(0, runs.count, kMinWorkPerTask / work + 1, [&](int64_t lo, int64_t hi) {
       std::unique_ptr<Table[]> local;
       if (!tables) local = new_tables<Table>(runs.blocks_per_run);
@@ -711,8 +716,8 @@ void backward_kernel(const Context<T>& ctx, const View4<const T>& go, const Tens
   if (grad_input == nullptr) return;
 
   const GradInputPlanes<T> planes(*grad_input, ctx.H, ctx.W);
-  const int64_t channel_block = std::clamp<int64_t>((ctx.N * ctx.C + 2 * threads - 1) / (2 * threads), 1,
-                                                    std::min(ctx.C, kMaxChannelBlock));
+  const int64_t channel_block =
+      std::clamp<int64_t>((ctx.N * ctx.C + 2 * threads - 1) / (2 * threads), 1, std::min(ctx.C, kMaxChannelBlock));
   const int64_t cblocks = (ctx.C + channel_block - 1) / channel_block;
   const int64_t work = channel_block * (ctx.H * ctx.W + ctx.points * Table::kCost);
   parallel_for(0, ctx.N * cblocks, kMinWorkPerTask / work + 1, [&](int64_t lo, int64_t hi) {
@@ -724,8 +729,8 @@ void backward_kernel(const Context<T>& ctx, const View4<const T>& go, const Tens
         Acc* gi = planes.start(scratch, n, c, kGroup);
         const T* g = go.plane(n, c);
         for (int64_t b = 0; b < ctx.blocks; ++b) {
-          tables[n * ctx.blocks + b].template backward<true, false, kGroup>(
-              ctx, static_cast<const T*>(nullptr), 0, g, go.s1, gi, planes.step(), nullptr, nullptr);
+          tables[n * ctx.blocks + b].template backward<true, false, kGroup>(ctx, static_cast<const T*>(nullptr), 0, g,
+                                                                            go.s1, gi, planes.step(), nullptr, nullptr);
         }
         planes.finish(gi, n, c, kGroup);
       });
@@ -769,6 +774,13 @@ void grid_sampler_2d(const TensorView& input, const TensorView& grid, const Tens
   dispatch_floating(input.dtype(), kForward, "input", [&](auto tag) {
     using T = decltype(tag);
     if (output.is_empty()) return;
+    if constexpr (detail::kIsHalfType<T>) {  // detail/float_staging.h
+      const auto staged_input = detail::FloatStaging::copy_of(input), staged_grid = detail::FloatStaging::copy_of(grid);
+      const auto staged_output = detail::FloatStaging::like(output);
+      grid_sampler_2d(staged_input.view(), staged_grid.view(), staged_output.view(), params);
+      staged_output.narrow_into(output);
+      return;
+    }
     const Context<T> ctx = make_context<T>(input, grid, output, params);
     dispatch_table<T>(params.interpolation_mode, [&](auto table_tag) {
       forward_kernel<T, typename decltype(table_tag)::type>(ctx, view4<T>(output));
@@ -813,6 +825,18 @@ void grid_sampler_2d_backward(const TensorView& grad_output, const TensorView& i
   dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
     using T = decltype(tag);
     if ((!want_input || grad_input.is_empty()) && (!want_grid || grad_grid.is_empty())) return;
+    if constexpr (detail::kIsHalfType<T>) {  // detail/float_staging.h
+      using detail::FloatStaging;
+      const auto staged_grad_output = FloatStaging::copy_of(grad_output);
+      const auto staged_input = FloatStaging::copy_of(input), staged_grid = FloatStaging::copy_of(grid);
+      const auto staged_grad_input = want_input ? FloatStaging::like(grad_input) : FloatStaging();
+      const auto staged_grad_grid = want_grid ? FloatStaging::like(grad_grid) : FloatStaging();
+      grid_sampler_2d_backward(staged_grad_output.view(), staged_input.view(), staged_grid.view(),
+                               staged_grad_input.view(), staged_grad_grid.view(), params, output_mask);
+      if (want_input) staged_grad_input.narrow_into(grad_input);
+      if (want_grid) staged_grad_grid.narrow_into(grad_grid);
+      return;
+    }
     const Context<T> ctx = make_context<T>(input, grid, grad_output, params);
     const View4<T> gg = want_grid ? view4<T>(grad_grid) : View4<T>{};
     dispatch_table<T>(params.interpolation_mode, [&](auto table_tag) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "detail/checks.h"
+#include "detail/float_staging.h"
 #include "detail/ms_deform_attn.h"
 #include "detail/simd.h"
 #include "spatialgrad/parallel.h"
@@ -662,7 +663,17 @@ void ms_deform_attn(const TensorView& value, const TensorView& spatial_shapes, c
                         ms_deform_attn_output_shape(value.sizes(), sampling_locations.sizes()));
     detail::check_same_dtype(kForward, "output", output, "value", value);
     if (output.is_empty()) return;
-    forward_kernel<T>(pb, value, sampling_locations, attention_weights, output);
+    if constexpr (detail::kIsHalfType<T>) {  // detail/float_staging.h
+      using detail::FloatStaging;
+      const auto staged_value = FloatStaging::copy_of(value), staged_output = FloatStaging::like(output);
+      const auto staged_locations = FloatStaging::copy_of(sampling_locations);
+      const auto staged_weights = FloatStaging::copy_of(attention_weights);
+      ms_deform_attn(staged_value.view(), spatial_shapes, level_start_index, staged_locations.view(),
+                     staged_weights.view(), staged_output.view());
+      staged_output.narrow_into(output);
+    } else {
+      forward_kernel<T>(pb, value, sampling_locations, attention_weights, output);
+    }
   });
 }
 
@@ -713,8 +724,24 @@ void ms_deform_attn_backward(const TensorView& value, const TensorView& spatial_
         validate_backward(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, grad_output,
                           grad_value, grad_sampling_locations, grad_attention_weights);
     if (pb.batch == 0 || pb.heads == 0) return;  // every output is empty
-    backward_kernel<T>(pb, value, sampling_locations, attention_weights, grad_output, grad_value,
-                       grad_sampling_locations, grad_attention_weights);
+    if constexpr (detail::kIsHalfType<T>) {      // detail/float_staging.h
+      using detail::FloatStaging;
+      const auto staged_value = FloatStaging::copy_of(value), staged_grad_output = FloatStaging::copy_of(grad_output);
+      const auto staged_locations = FloatStaging::copy_of(sampling_locations);
+      const auto staged_weights = FloatStaging::copy_of(attention_weights);
+      const auto staged_grad_value = FloatStaging::like(grad_value);
+      const auto staged_grad_locations = FloatStaging::like(grad_sampling_locations);
+      const auto staged_grad_weights = FloatStaging::like(grad_attention_weights);
+      ms_deform_attn_backward(staged_value.view(), spatial_shapes, level_start_index, staged_locations.view(),
+                              staged_weights.view(), staged_grad_output.view(), staged_grad_value.view(),
+                              staged_grad_locations.view(), staged_grad_weights.view());
+      staged_grad_value.narrow_into(grad_value);
+      staged_grad_locations.narrow_into(grad_sampling_locations);
+      staged_grad_weights.narrow_into(grad_attention_weights);
+    } else {
+      backward_kernel<T>(pb, value, sampling_locations, attention_weights, grad_output, grad_value,
+                         grad_sampling_locations, grad_attention_weights);
+    }
   });
 }
 

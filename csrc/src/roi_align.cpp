@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "detail/checks.h"
+#include "detail/float_staging.h"
 #include "detail/roi_align_geometry.h"
 #include "spatialgrad/parallel.h"
 
@@ -45,8 +46,8 @@ std::vector<int64_t> image_indices(const char* op, const TensorView& boxes, int6
   std::vector<int64_t> image(static_cast<size_t>(num_rois));
   for (int64_t k = 0; k < num_rois; ++k) {
     const double v = load_as<double>(data[k * s0]);
-    SG_CHECK_KIND(v >= 0 && v < static_cast<double>(num_images), kIndex, op, "(): expected the batch index of ROI ",
-                  k, " (boxes[", k, ", 0]) to be in [0, ", num_images, "), but got ", v);
+    SG_CHECK_KIND(v >= 0 && v < static_cast<double>(num_images), kIndex, op, "(): expected the batch index of ROI ", k,
+                  " (boxes[", k, ", 0]) to be in [0, ", num_images, "), but got ", v);
     image[static_cast<size_t>(k)] = static_cast<int64_t>(std::floor(v));
   }
   return image;
@@ -155,9 +156,11 @@ void forward_kernel(const TensorView& input, const TensorView& output, const det
   // ROIs write disjoint outputs, so the forward may also split each image's ROIs into chunks when
   // images x channel blocks are too few to keep the threads busy.
   int64_t max_rois = 0;
-  for (int64_t b = 0; b < num_images; ++b) max_rois = std::max(max_rois, table.image_first[b + 1] - table.image_first[b]);
+  for (int64_t b = 0; b < num_images; ++b)
+    max_rois = std::max(max_rois, table.image_first[b + 1] - table.image_first[b]);
   const int64_t wanted = 4 * static_cast<int64_t>(get_num_threads());
-  const int64_t chunks = std::max<int64_t>(1, std::min(max_rois, (wanted + num_images * blocks - 1) / (num_images * blocks)));
+  const int64_t chunks =
+      std::max<int64_t>(1, std::min(max_rois, (wanted + num_images * blocks - 1) / (num_images * blocks)));
   const int64_t items = num_images * blocks * chunks;
   int64_t pixels = 0;
   for (const auto& r : table.region) pixels += r.rows() * r.cols();
@@ -205,7 +208,8 @@ void forward_kernel(const TensorView& input, const TensorView& output, const det
               const Acc* row_hi = patch.at(ty.hi, col0);
               for (int64_t ix = x_begin; ix < x_end; ++ix) {
                 const auto& tx = table.x_taps[ix];
-                const Acc w1 = ty.w_lo * tx.w_lo, w2 = ty.w_lo * tx.w_hi, w3 = ty.w_hi * tx.w_lo, w4 = ty.w_hi * tx.w_hi;
+                const Acc w1 = ty.w_lo * tx.w_lo, w2 = ty.w_lo * tx.w_hi, w3 = ty.w_hi * tx.w_lo,
+                          w4 = ty.w_hi * tx.w_hi;
                 const int64_t x_lo = (tx.lo - col0) * L, x_hi = (tx.hi - col0) * L;
                 const Acc* p1 = row_lo + x_lo;
                 const Acc* p2 = row_lo + x_hi;
@@ -340,8 +344,8 @@ void backward_kernel(const TensorView& grad_output, const TensorView& grad_input
 std::vector<int64_t> roi_align_output_shape(const std::vector<int64_t>& input_shape,
                                             const std::vector<int64_t>& boxes_shape, const RoiAlignParams& params) {
   check_params(kForward, params);
-  SG_CHECK(input_shape.size() == 4, kForward, "(): expected input to be 4-D (B, C, H, W), but got ",
-           input_shape.size(), "-D shape ", format_list(input_shape));
+  SG_CHECK(input_shape.size() == 4, kForward, "(): expected input to be 4-D (B, C, H, W), but got ", input_shape.size(),
+           "-D shape ", format_list(input_shape));
   SG_CHECK(boxes_shape.size() == 2 && boxes_shape[1] == 5, kForward,
            "(): expected boxes of shape (K, 5) with rows (batch_index, x1, y1, x2, y2), but got ",
            format_list(boxes_shape));
@@ -358,6 +362,14 @@ void roi_align(const TensorView& input, const TensorView& boxes, const TensorVie
   detail::check_same_dtype(kForward, "output", output, "input", input);
   dispatch_floating(input.dtype(), kForward, "input", [&](auto tag) {
     using T = decltype(tag);
+    if constexpr (detail::kIsHalfType<T>) {  // detail/float_staging.h
+      const auto staged_input = detail::FloatStaging::copy_of(input),
+                 staged_boxes = detail::FloatStaging::copy_of(boxes);
+      const auto staged_output = detail::FloatStaging::like(output);
+      roi_align(staged_input.view(), staged_boxes.view(), staged_output.view(), params);
+      staged_output.narrow_into(output);
+      return;
+    }
     const std::vector<int64_t> image = image_indices<T>(kForward, boxes, input.size(0));
     if (output.is_empty()) return;
     const auto table = detail::build_roi_table<T>(boxes, image, input.size(0), input.size(2), input.size(3), params);
@@ -374,8 +386,9 @@ void check_roi_align_backward_args(const TensorView& grad_output, const TensorVi
            input_shape.size(), " (", format_list(input_shape, "[", "]"), ")");
   SG_CHECK(std::all_of(input_shape.begin(), input_shape.end(), [](int64_t v) { return v >= 0; }), kBackward,
            "(): expected input_shape entries >= 0, but got ", format_list(input_shape, "[", "]"));
-  SG_CHECK(boxes.size(0) == grad_output.size(0), kBackward, "(): expected boxes to have one row per ROI of grad_output (",
-           grad_output.size(0), "), but got ", boxes.size(0), " rows");
+  SG_CHECK(boxes.size(0) == grad_output.size(0), kBackward,
+           "(): expected boxes to have one row per ROI of grad_output (", grad_output.size(0), "), but got ",
+           boxes.size(0), " rows");
   SG_CHECK(grad_output.size(2) == params.pooled_height && grad_output.size(3) == params.pooled_width, kBackward,
            "(): expected grad_output of pooled size (pooled_height, pooled_width) = (", params.pooled_height, ", ",
            params.pooled_width, "), but got ", grad_output.size(2), "x", grad_output.size(3), " in shape ",
@@ -394,12 +407,19 @@ void check_roi_align_backward(const TensorView& grad_output, const TensorView& b
   dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [](auto) {});
 }
 
-void roi_align_backward(const TensorView& grad_output, const TensorView& boxes,
-                        const std::vector<int64_t>& input_shape, const TensorView& grad_input,
-                        const RoiAlignParams& params) {
+void roi_align_backward(const TensorView& grad_output, const TensorView& boxes, const std::vector<int64_t>& input_shape,
+                        const TensorView& grad_input, const RoiAlignParams& params) {
   check_roi_align_backward(grad_output, boxes, input_shape, grad_input, params);
   dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
     using T = decltype(tag);
+    if constexpr (detail::kIsHalfType<T>) {  // detail/float_staging.h
+      using detail::FloatStaging;
+      const auto staged_grad_output = FloatStaging::copy_of(grad_output), staged_boxes = FloatStaging::copy_of(boxes);
+      const auto staged_grad_input = FloatStaging::like(grad_input);
+      roi_align_backward(staged_grad_output.view(), staged_boxes.view(), input_shape, staged_grad_input.view(), params);
+      staged_grad_input.narrow_into(grad_input);
+      return;
+    }
     const std::vector<int64_t> image = image_indices<T>(kBackward, boxes, input_shape[0]);
     if (grad_input.is_empty()) return;
     const auto table = detail::build_roi_table<T>(boxes, image, input_shape[0], input_shape[2], input_shape[3], params);

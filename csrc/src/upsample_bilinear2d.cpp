@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "detail/checks.h"
+#include "detail/convert.h"
 #include "detail/linear_interp.h"
 #include "detail/simd.h"
 #include "spatialgrad/parallel.h"
@@ -61,8 +62,8 @@ void check_output_size(const char* op, const std::vector<int64_t>& output_size) 
 // N and C may be 0 (an empty batch gives an empty result); the interpolated dimensions may not.
 void check_input_spatial(const char* op, const char* name, const std::vector<int64_t>& shape, Layout layout) {
   const Dims d = dims_of(layout);
-  SG_CHECK(shape[d.n] >= 0 && shape[d.c] >= 0 && shape[d.h] >= 1 && shape[d.w] >= 1, op, "(): expected ", name,
-           " ", order_of(layout), " with N, C >= 0 and H, W >= 1, but got ", format_list(shape, "[", "]"));
+  SG_CHECK(shape[d.n] >= 0 && shape[d.c] >= 0 && shape[d.h] >= 1 && shape[d.w] >= 1, op, "(): expected ", name, " ",
+           order_of(layout), " with N, C >= 0 and H, W >= 1, but got ", format_list(shape, "[", "]"));
 }
 
 // Strides of a 4-D view by role.
@@ -283,17 +284,30 @@ void forward_nchw(const TensorView& input, const TensorView& output, const Table
     RowPairCache<Acc> cache(out_w);
     const Acc* lw0 = tab.w.l0.data();
     const Acc* lw1 = tab.w.l1.data();
+    // float16/bfloat16 rows are converted whole, as vector loops (detail/convert.h).
+    std::vector<float> wide(detail::kIsHalfType<T> ? static_cast<size_t>(tab.w.in) : 0);
+    std::vector<float> blended(detail::kIsHalfType<T> ? static_cast<size_t>(out_w) : 0);
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t plane = item / out_h, oh = item % out_h;
       const int64_t n = plane / channels, c = plane % channels;
       const T* src = in + n * is.n + c * is.c;
       const auto rows = cache.get(plane, tab.h.i0[oh], tab.h.i1[oh], [&](int64_t ih, Acc* buf) {
         const T* row = src + ih * is.h;
-        for (int64_t ow = 0; ow < out_w; ++ow)
-          buf[ow] = lw0[ow] * load_as<Acc>(row[col0[ow]]) + lw1[ow] * load_as<Acc>(row[col1[ow]]);
+        if constexpr (detail::kIsHalfType<T>) {
+          detail::widen_row(row, is.w, tab.w.in, wide.data());
+          for (int64_t ow = 0; ow < out_w; ++ow) buf[ow] = lw0[ow] * wide[tab.w.i0[ow]] + lw1[ow] * wide[tab.w.i1[ow]];
+        } else {
+          for (int64_t ow = 0; ow < out_w; ++ow)
+            buf[ow] = lw0[ow] * load_as<Acc>(row[col0[ow]]) + lw1[ow] * load_as<Acc>(row[col1[ow]]);
+        }
       });
       T* dst = out + n * os.n + c * os.c + oh * os.h;
-      blend_store(dst, os.w, rows.first, rows.second, tab.h.l0[oh], tab.h.l1[oh], out_w);
+      if constexpr (detail::kIsHalfType<T>) {
+        blend_store(blended.data(), 1, rows.first, rows.second, tab.h.l0[oh], tab.h.l1[oh], out_w);
+        detail::narrow_row(blended.data(), out_w, dst, os.w);
+      } else {
+        blend_store(dst, os.w, rows.first, rows.second, tab.h.l0[oh], tab.h.l1[oh], out_w);
+      }
     }
   });
 }
@@ -313,13 +327,32 @@ void forward_nhwc(const TensorView& input, const TensorView& output, const Table
   // Output rows whose (ow, c) elements are one contiguous run store in a single pass.
   const bool dense_out = os.c == 1 && os.w == channels;
   const bool stream = worth_streaming(output);
+  const int64_t in_w = tab.w.in;
   parallel_for(0, batch * out_h, kMinWorkPerTask / work_per_row + 1, [&](int64_t lo, int64_t hi) {
     RowPairCache<Acc> cache(row_len);
+    std::vector<float> wide(detail::kIsHalfType<T> ? static_cast<size_t>(in_w * channels) : 0);  // an input row (iw, c)
+    std::vector<float> blended(detail::kIsHalfType<T> ? static_cast<size_t>(row_len) : 0);
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t n = item / out_h, oh = item % out_h;
       const T* src = in + n * is.n;
       const auto rows = cache.get(n, tab.h.i0[oh], tab.h.i1[oh], [&](int64_t ih, Acc* buf) {
         const T* row = src + ih * is.h;
+        if constexpr (detail::kIsHalfType<T>) {
+          if (is.c == 1 && is.w == channels) {
+            detail::widen_row(row, 1, in_w * channels, wide.data());
+          } else {
+            for (int64_t iw = 0; iw < in_w; ++iw)
+              detail::widen_row(row + iw * is.w, is.c, channels, wide.data() + iw * channels);
+          }
+          for (int64_t ow = 0; ow < out_w; ++ow) {
+            const float* p0 = wide.data() + tab.w.i0[ow] * channels;
+            const float* p1 = wide.data() + tab.w.i1[ow] * channels;
+            const Acc w0 = tab.w.l0[ow], w1 = tab.w.l1[ow];
+            Acc* b = buf + ow * channels;
+            for (int64_t c = 0; c < channels; ++c) b[c] = w0 * p0[c] + w1 * p1[c];
+          }
+          return;
+        }
         for (int64_t ow = 0; ow < out_w; ++ow) {
           const T* p0 = row + col0[ow];
           const T* p1 = row + col1[ow];
@@ -335,14 +368,21 @@ void forward_nhwc(const TensorView& input, const TensorView& output, const Table
       });
       T* dst = out + n * os.n + oh * os.h;
       const Acc a0 = tab.h.l0[oh], a1 = tab.h.l1[oh];
-      if (dense_out && stream) {
+      if constexpr (detail::kIsHalfType<T>) {
+        blend_store(blended.data(), 1, rows.first, rows.second, a0, a1, row_len);
+        if (dense_out) {
+          detail::narrow_row(blended.data(), row_len, dst, 1);
+        } else {
+          for (int64_t ow = 0; ow < out_w; ++ow)
+            detail::narrow_row(blended.data() + ow * channels, channels, dst + ow * os.w, os.c);
+        }
+      } else if (dense_out && stream) {
         blend_store<true>(dst, 1, rows.first, rows.second, a0, a1, row_len);
       } else if (dense_out) {
         blend_store(dst, 1, rows.first, rows.second, a0, a1, row_len);
       } else {
         for (int64_t ow = 0; ow < out_w; ++ow)
-          blend_store(dst + ow * os.w, os.c, rows.first + ow * channels, rows.second + ow * channels, a0, a1,
-                      channels);
+          blend_store(dst + ow * os.w, os.c, rows.first + ow * channels, rows.second + ow * channels, a0, a1, channels);
       }
     }
     stream_fence();
@@ -386,11 +426,18 @@ void backward_nchw(const TensorView& grad_output, const TensorView& grad_input, 
   const T* go = grad_output.data<T>();
   T* gi = grad_input.data<T>();
   const int64_t work_per_item = kPlaneBlock * ((tab.h.max_sources + 2) * out_w + 2 * in_w);
+  constexpr bool kWidenRows = std::is_same_v<T, Half>;
   parallel_for(0, blocks * in_h, kMinWorkPerTask / work_per_item + 1, [&](int64_t lo, int64_t hi) {
-    std::vector<Acc> rows(static_cast<size_t>(kPlaneBlock * out_w));      // (plane, ow)
-    std::vector<Acc> columns(static_cast<size_t>(kPlaneBlock * out_w));   // (ow, plane)
-    std::vector<Acc> gathered(static_cast<size_t>(kPlaneBlock * in_w));   // (iw, plane)
+    std::vector<Acc> rows(static_cast<size_t>(kPlaneBlock * out_w));     // (plane, ow)
+    std::vector<Acc> columns(static_cast<size_t>(kPlaneBlock * out_w));  // (ow, plane)
+    std::vector<Acc> gathered(static_cast<size_t>(kPlaneBlock * in_w));  // (iw, plane)
     std::vector<const T*> g_rows(static_cast<size_t>(tab.h.max_sources));
+    // float16 source rows are converted whole (detail/convert.h: measured ~2x faster here than
+    // per-element conversion; bfloat16 widens with a shift, cheaper in registers), and half rows
+    // are narrowed whole.
+    std::vector<float> wide(kWidenRows ? static_cast<size_t>(tab.h.max_sources * out_w) : 0);
+    std::vector<const float*> wide_rows(kWidenRows ? static_cast<size_t>(tab.h.max_sources) : 0);
+    std::vector<float> narrowing(detail::kIsHalfType<T> ? static_cast<size_t>(in_w) : 0);
     const int64_t* w_start = tab.w.start.data();
     const int64_t* w_source = tab.w.source.data();
     const Acc* w_weight = tab.w.weight.data();
@@ -421,7 +468,15 @@ void backward_nchw(const TensorView& grad_output, const TensorView& grad_input, 
         const T* g_plane = go + plane_offset(p, gs);
         for (int64_t e = e_begin; e < e_end; ++e) g_rows[e - e_begin] = g_plane + tab.h.source[e] * gs.h;
         Acc* row = rows.data() + p * out_w;
-        weighted_rows(row, g_rows.data(), tab.h.weight.data() + e_begin, e_end - e_begin, gs.w, out_w);
+        if constexpr (kWidenRows) {
+          for (int64_t k = 0; k < e_end - e_begin; ++k) {
+            detail::widen_row(g_rows[k], gs.w, out_w, wide.data() + k * out_w);
+            wide_rows[k] = wide.data() + k * out_w;
+          }
+          weighted_rows(row, wide_rows.data(), tab.h.weight.data() + e_begin, e_end - e_begin, 1, out_w);
+        } else {
+          weighted_rows(row, g_rows.data(), tab.h.weight.data() + e_begin, e_end - e_begin, gs.w, out_w);
+        }
         for (int64_t ow = 0; ow < out_w; ++ow) columns[ow * kPlaneBlock + p] = row[ow];
       }
       // Lanes p >= count hold stale values of an earlier block; they are computed but never stored.
@@ -429,7 +484,10 @@ void backward_nchw(const TensorView& grad_output, const TensorView& grad_input, 
       for (int64_t p = 0; p < count; ++p) {
         T* dst = gi + plane_offset(p, is) + ih * is.h;
         const Acc* src = gathered.data() + p;
-        if (is.w == 1) {
+        if constexpr (detail::kIsHalfType<T>) {
+          for (int64_t iw = 0; iw < in_w; ++iw) narrowing[iw] = src[iw * kPlaneBlock];
+          detail::narrow_row(narrowing.data(), in_w, dst, is.w);
+        } else if (is.w == 1) {
           for (int64_t iw = 0; iw < in_w; ++iw) dst[iw] = store_as<T>(src[iw * kPlaneBlock]);
         } else {
           for (int64_t iw = 0; iw < in_w; ++iw) dst[iw * is.w] = store_as<T>(src[iw * kPlaneBlock]);
@@ -485,11 +543,15 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
     max_chunk_outputs = std::max(max_chunk_outputs, chunk.ow_end - chunk.ow_begin);
   }
   const int64_t work_per_row = ((tab.h.max_sources + 1) * out_w + 2 * out_w + in_w) * channels;
+  constexpr bool kWidenRows = std::is_same_v<T, Half>;
   parallel_for(0, batch * in_h, kMinWorkPerTask / work_per_row + 1, [&](int64_t lo, int64_t hi) {
     std::vector<Acc> rows(static_cast<size_t>(max_chunk_outputs * channels));  // (ow - ow_begin, c)
     std::vector<Acc> sum(static_cast<size_t>(channels));
     std::vector<const T*> g_rows(static_cast<size_t>(tab.h.max_sources));
     std::vector<const Acc*> r_rows(static_cast<size_t>(tab.w.max_sources));
+    // float16 source rows are converted whole, as in backward_nchw.
+    std::vector<float> wide(kWidenRows ? static_cast<size_t>(tab.h.max_sources * max_chunk_outputs * channels) : 0);
+    std::vector<const float*> wide_rows(kWidenRows ? static_cast<size_t>(tab.h.max_sources) : 0);
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t n = item / in_h, ih = item % in_h;
       T* dst = gi + n * is.n + ih * is.h;
@@ -511,7 +573,21 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
       for (const ColumnChunk& chunk : chunks) {
         // H pass over the output columns the chunk reads.
         const int64_t ow0 = chunk.ow_begin, width = chunk.ow_end - chunk.ow_begin;
-        if (dense_g) {
+        if constexpr (kWidenRows) {
+          const int64_t len = width * channels;
+          for (int64_t k = 0; k < h_count; ++k) {
+            const T* g_row = g_image + tab.h.source[e_begin + k] * gs.h + ow0 * gs.w;
+            float* w_row = wide.data() + k * len;
+            if (dense_g) {
+              detail::widen_row(g_row, 1, len, w_row);
+            } else {
+              for (int64_t ow = 0; ow < width; ++ow)
+                detail::widen_row(g_row + ow * gs.w, gs.c, channels, w_row + ow * channels);
+            }
+            wide_rows[k] = w_row;
+          }
+          if (width > 0) weighted_rows(rows.data(), wide_rows.data(), h_weight, h_count, 1, len);
+        } else if (dense_g) {
           for (int64_t k = 0; k < h_count; ++k) g_rows[k] = g_image + tab.h.source[e_begin + k] * gs.h + ow0 * gs.w;
           if (width > 0) weighted_rows(rows.data(), g_rows.data(), h_weight, h_count, 1, width * channels);
         } else {
@@ -531,7 +607,9 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
           }
           for (int64_t k = 0; k < w_count; ++k) r_rows[k] = rows.data() + (tab.w.source[e0 + k] - ow0) * channels;
           weighted_rows(sum.data(), r_rows.data(), tab.w.weight.data() + e0, w_count, 1, channels);
-          if (stream) {
+          if constexpr (detail::kIsHalfType<T>) {
+            detail::narrow_row(sum.data(), channels, out_px, is.c);
+          } else if (stream) {
             store_row_streaming(out_px, is.c, sum.data(), channels);
           } else {
             store_row(out_px, is.c, sum.data(), channels);
@@ -569,8 +647,8 @@ std::vector<int64_t> upsample_bilinear2d_output_size(const std::vector<int64_t>&
   SG_CHECK(input_shape.size() == 4, kForward, "(): expected input to be 4-D ", order_of(layout), ", but got ",
            input_shape.size(), "-D tensor of shape ", format_list(input_shape));
   SG_CHECK(std::isfinite(scales_h) && std::isfinite(scales_w) && scales_h > 0 && scales_w > 0, kForward,
-           "(): expected scale factors that are finite and > 0 when no output_size is given, but got (", scales_h,
-           ", ", scales_w, ")");
+           "(): expected scale factors that are finite and > 0 when no output_size is given, but got (", scales_h, ", ",
+           scales_w, ")");
   const Dims d = dims_of(layout);
   std::vector<int64_t> out(2);
   const int64_t in[2] = {input_shape[d.h], input_shape[d.w]};
@@ -578,8 +656,8 @@ std::vector<int64_t> upsample_bilinear2d_output_size(const std::vector<int64_t>&
   for (int k = 0; k < 2; ++k) {
     // As PyTorch: floor of the double product (truncation, the product being positive).
     const double size = std::floor(static_cast<double>(in[k]) * scales[k]);
-    SG_CHECK_KIND(size < 9.2e18, kOverflow, kForward, "(): expected an output size that fits in int64, but got ",
-                  in[k], " * ", scales[k]);
+    SG_CHECK_KIND(size < 9.2e18, kOverflow, kForward, "(): expected an output size that fits in int64, but got ", in[k],
+                  " * ", scales[k]);
     out[k] = static_cast<int64_t>(size);
     SG_CHECK(out[k] >= 1, kForward, "(): expected output sizes floor(input size * scale factor) >= 1, but got floor(",
              in[k], " * ", scales[k], ") = ", out[k], " for ", k == 0 ? "H" : "W");

@@ -9,7 +9,10 @@
 #include <vector>
 
 #include "detail/convert.h"
+#include "detail/float_staging.h"
 #include "spatialgrad/dtype.h"
+#include "spatialgrad/parallel.h"
+#include "spatialgrad/tensor.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -48,7 +51,7 @@ double round_to_format(double a, int mantissa, int emin, double overflow) {
   int e;
   std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
   const int quantum_exp = std::max(e - 1, emin) - mantissa;
-  const double n = std::ldexp(a, -quantum_exp);  // exact: a has 24 bits
+  const double n = std::ldexp(a, -quantum_exp);       // exact: a has 24 bits
   return std::ldexp(std::nearbyint(n), quantum_exp);  // the default rounding mode: ties to even
 }
 
@@ -213,13 +216,66 @@ TEST(BFloat16, NarrowingRoundsToNearestEven) {
 
 TEST(BFloat16, KnownValues) {
   EXPECT_EQ(to_bfloat16(1.0f).bits, 0x3f80);
-  EXPECT_EQ(to_bfloat16(1.0f + std::ldexp(1.0f, -8)).bits, 0x3f80);      // tie -> even (down)
-  EXPECT_EQ(to_bfloat16(1.0f + 3 * std::ldexp(1.0f, -8)).bits, 0x3f82);  // tie -> even (up)
+  EXPECT_EQ(to_bfloat16(1.0f + std::ldexp(1.0f, -8)).bits, 0x3f80);        // tie -> even (down)
+  EXPECT_EQ(to_bfloat16(1.0f + 3 * std::ldexp(1.0f, -8)).bits, 0x3f82);    // tie -> even (up)
   EXPECT_EQ(to_bfloat16(std::numeric_limits<float>::max()).bits, 0x7f80);  // rounds to Inf
   EXPECT_EQ(to_bfloat16(std::numeric_limits<float>::denorm_min()).bits, 0x0000);
   EXPECT_EQ(to_bfloat16(-0.0f).bits, 0x8000);
   EXPECT_EQ(to_bfloat16(float_of(0x7f800001u)).bits, 0x7fc0);  // a signalling NaN comes back quiet
 }
+
+// float32 staging (detail/float_staging.h) reads and writes every element of a view of any layout:
+// contiguous (merged into one row, cut into pieces), transposed, negative strides, size-1 and empty
+// dimensions, with 1 and 2 threads; elements outside the view are never written.
+template <class T>
+void expect_staging_round_trips() {
+  struct Layout {
+    std::vector<int64_t> sizes, strides;
+    int64_t offset;  // of element 0 in the storage
+  };
+  const std::vector<Layout> layouts = {
+      {{3, 5000, 7}, {}, 0},                // contiguous, several pieces
+      {{4, 1, 6}, {1, 99, 4}, 0},           // transposed, with a size-1 dimension of any stride
+      {{5, 9}, {-20, -2}, 4 * 20 + 8 * 2},  // negative strides, gaps between elements
+      {{2, 0, 3}, {}, 0},                   // empty
+      {{}, {}, 0},                          // a scalar
+  };
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const Layout& l : layouts) {
+      std::vector<T> storage(3 * 5000 * 7 + 200);
+      for (size_t i = 0; i < storage.size(); ++i) storage[i] = T{static_cast<uint16_t>((i * 2654435761u) >> 7)};
+      const TensorView view(storage.data() + l.offset, dtype_of<T>(), l.sizes, l.strides);
+      const detail::FloatStaging staged = detail::FloatStaging::copy_of(view);
+      ASSERT_EQ(staged.view().strides(), contiguous_strides(view.sizes()));
+      ASSERT_EQ(staged.view().sizes(), view.sizes());
+      // The view's elements in C order, as storage positions.
+      std::vector<int64_t> at;
+      for (int64_t i = 0; i < view.numel(); ++i) {
+        int64_t pos = l.offset, rest = i;
+        for (int64_t d = view.dim() - 1; d >= 0; --d) {
+          pos += (rest % view.size(d)) * view.stride(d);
+          rest /= view.size(d);
+        }
+        at.push_back(pos);
+      }
+      const float* wide = staged.view().data<float>();
+      for (size_t i = 0; i < at.size(); ++i) {
+        ASSERT_EQ(bits_of(wide[i]), bits_of(to_float(storage[at[i]]))) << "element " << i;
+      }
+      // Narrowing back writes each element's round trip (NaNs come back quiet) and nothing else.
+      std::vector<T> expected = storage;
+      for (int64_t pos : at) expected[pos] = store_as<T>(to_float(storage[pos]));
+      for (int64_t pos : at) storage[pos] = T{0};
+      staged.narrow_into(view);
+      for (size_t i = 0; i < storage.size(); ++i) ASSERT_EQ(storage[i].bits, expected[i].bits) << "storage " << i;
+    }
+  }
+  set_num_threads(0);
+}
+
+TEST(Half, FloatStagingRoundTripsAnyLayout) { expect_staging_round_trips<Half>(); }
+TEST(BFloat16, FloatStagingRoundTripsAnyLayout) { expect_staging_round_trips<BFloat16>(); }
 
 }  // namespace
 }  // namespace spatialgrad
