@@ -779,12 +779,12 @@ void grid_sampler_2d(const TensorView& input, const TensorView& grid, const Tens
       const auto staged_output = detail::FloatStaging::like(output);
       grid_sampler_2d(staged_input.view(), staged_grid.view(), staged_output.view(), params);
       staged_output.narrow_into(output);
-      return;
+    } else {
+      const Context<T> ctx = make_context<T>(input, grid, output, params);
+      dispatch_table<T>(params.interpolation_mode, [&](auto table_tag) {
+        forward_kernel<T, typename decltype(table_tag)::type>(ctx, view4<T>(output));
+      });
     }
-    const Context<T> ctx = make_context<T>(input, grid, output, params);
-    dispatch_table<T>(params.interpolation_mode, [&](auto table_tag) {
-      forward_kernel<T, typename decltype(table_tag)::type>(ctx, view4<T>(output));
-    });
   });
 }
 
@@ -835,15 +835,15 @@ void grid_sampler_2d_backward(const TensorView& grad_output, const TensorView& i
                                staged_grad_input.view(), staged_grad_grid.view(), params, output_mask);
       if (want_input) staged_grad_input.narrow_into(grad_input);
       if (want_grid) staged_grad_grid.narrow_into(grad_grid);
-      return;
+    } else {
+      const Context<T> ctx = make_context<T>(input, grid, grad_output, params);
+      const View4<T> gg = want_grid ? view4<T>(grad_grid) : View4<T>{};
+      dispatch_table<T>(params.interpolation_mode, [&](auto table_tag) {
+        backward_kernel<T, typename decltype(table_tag)::type>(
+            ctx, view4<const T>(grad_output), want_input && !grad_input.is_empty() ? &grad_input : nullptr,
+            want_grid ? &gg : nullptr);
+      });
     }
-    const Context<T> ctx = make_context<T>(input, grid, grad_output, params);
-    const View4<T> gg = want_grid ? view4<T>(grad_grid) : View4<T>{};
-    dispatch_table<T>(params.interpolation_mode, [&](auto table_tag) {
-      backward_kernel<T, typename decltype(table_tag)::type>(
-          ctx, view4<const T>(grad_output), want_input && !grad_input.is_empty() ? &grad_input : nullptr,
-          want_grid ? &gg : nullptr);
-    });
   });
 }
 

@@ -368,12 +368,12 @@ void roi_align(const TensorView& input, const TensorView& boxes, const TensorVie
       const auto staged_output = detail::FloatStaging::like(output);
       roi_align(staged_input.view(), staged_boxes.view(), staged_output.view(), params);
       staged_output.narrow_into(output);
-      return;
+    } else {
+      const std::vector<int64_t> image = image_indices<T>(kForward, boxes, input.size(0));
+      if (output.is_empty()) return;
+      const auto table = detail::build_roi_table<T>(boxes, image, input.size(0), input.size(2), input.size(3), params);
+      forward_kernel<T>(input, output, table);
     }
-    const std::vector<int64_t> image = image_indices<T>(kForward, boxes, input.size(0));
-    if (output.is_empty()) return;
-    const auto table = detail::build_roi_table<T>(boxes, image, input.size(0), input.size(2), input.size(3), params);
-    forward_kernel<T>(input, output, table);
   });
 }
 
@@ -418,12 +418,13 @@ void roi_align_backward(const TensorView& grad_output, const TensorView& boxes, 
       const auto staged_grad_input = FloatStaging::like(grad_input);
       roi_align_backward(staged_grad_output.view(), staged_boxes.view(), input_shape, staged_grad_input.view(), params);
       staged_grad_input.narrow_into(grad_input);
-      return;
+    } else {
+      const std::vector<int64_t> image = image_indices<T>(kBackward, boxes, input_shape[0]);
+      if (grad_input.is_empty()) return;
+      const auto table =
+          detail::build_roi_table<T>(boxes, image, input_shape[0], input_shape[2], input_shape[3], params);
+      backward_kernel<T>(grad_output, grad_input, table);
     }
-    const std::vector<int64_t> image = image_indices<T>(kBackward, boxes, input_shape[0]);
-    if (grad_input.is_empty()) return;
-    const auto table = detail::build_roi_table<T>(boxes, image, input_shape[0], input_shape[2], input_shape[3], params);
-    backward_kernel<T>(grad_output, grad_input, table);
   });
 }
 
