@@ -259,6 +259,17 @@ inline void prefetch_row(const T* row, int64_t n) {
   for (int64_t off = 0; off < len; off += 64) __builtin_prefetch(bytes + off, 0, 2);
 }
 
+// dst[x * channels + c] = row[x * step + c * c_step] widened, for x < count and c < channels: an NHWC
+// row of float16/bfloat16 pixels, converted in one pass when its pixels are contiguous.
+template <class T>
+void widen_pixels(const T* row, int64_t step, int64_t c_step, int64_t count, int64_t channels, float* dst) {
+  if (c_step == 1 && step == channels) {
+    detail::widen_row(row, 1, count * channels, dst);
+  } else {
+    for (int64_t x = 0; x < count; ++x) detail::widen_row(row + x * step, c_step, channels, dst + x * channels);
+  }
+}
+
 std::vector<int64_t> scaled(const std::vector<int64_t>& index, int64_t stride) {
   std::vector<int64_t> out(index.size());
   for (size_t i = 0; i < index.size(); ++i) out[i] = index[i] * stride;
@@ -338,12 +349,7 @@ void forward_nhwc(const TensorView& input, const TensorView& output, const Table
       const auto rows = cache.get(n, tab.h.i0[oh], tab.h.i1[oh], [&](int64_t ih, Acc* buf) {
         const T* row = src + ih * is.h;
         if constexpr (detail::kIsHalfType<T>) {
-          if (is.c == 1 && is.w == channels) {
-            detail::widen_row(row, 1, in_w * channels, wide.data());
-          } else {
-            for (int64_t iw = 0; iw < in_w; ++iw)
-              detail::widen_row(row + iw * is.w, is.c, channels, wide.data() + iw * channels);
-          }
+          widen_pixels(row, is.w, is.c, in_w, channels, wide.data());
           for (int64_t ow = 0; ow < out_w; ++ow) {
             const float* p0 = wide.data() + tab.w.i0[ow] * channels;
             const float* p1 = wide.data() + tab.w.i1[ow] * channels;
@@ -577,14 +583,8 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
           const int64_t len = width * channels;
           for (int64_t k = 0; k < h_count; ++k) {
             const T* g_row = g_image + tab.h.source[e_begin + k] * gs.h + ow0 * gs.w;
-            float* w_row = wide.data() + k * len;
-            if (dense_g) {
-              detail::widen_row(g_row, 1, len, w_row);
-            } else {
-              for (int64_t ow = 0; ow < width; ++ow)
-                detail::widen_row(g_row + ow * gs.w, gs.c, channels, w_row + ow * channels);
-            }
-            wide_rows[k] = w_row;
+            wide_rows[k] = wide.data() + k * len;
+            widen_pixels(g_row, gs.w, gs.c, width, channels, wide.data() + k * len);
           }
           if (width > 0) weighted_rows(rows.data(), wide_rows.data(), h_weight, h_count, 1, len);
         } else if (dense_g) {

@@ -180,6 +180,18 @@ def test_threads_do_not_change_bits(case, fmt, rng):
     same_bits_for_thread_counts(both)
 
 
+def test_strided_nhwc_half_rows_match_contiguous(rng):
+    # NHWC views whose channels are not innermost take the per-pixel row conversion; same bits as dense rows.
+    x = rng.standard_normal((2, 5, 9, 7)).astype(np.float16).transpose(0, 2, 3, 1)
+    g = rng.standard_normal((2, 5, 6, 11)).astype(np.float16).transpose(0, 2, 3, 1)
+    forward = lambda a: sg.upsample_bilinear2d(a, (6, 11), layout="NHWC")
+    backward = lambda a: sg.upsample_bilinear2d_backward(a, (6, 11), x.shape, layout="NHWC")
+    for fn, a in [(forward, x), (backward, g)]:
+        strided, dense = fn(a), fn(np.ascontiguousarray(a))
+        assert strided.dtype == np.float16
+        np.testing.assert_array_equal(strided.view(np.uint16), dense.view(np.uint16))
+
+
 def test_float16_accumulates_in_float32_not_in_float16():
     # 4 x 60000 overflows float16 (max 65504); a float32 sum averages back to 60000 exactly.
     x = np.full((1, 1, 2, 2), 60000, np.float16)
