@@ -6,6 +6,7 @@
 #include "detail/checks.h"
 #include "detail/convert.h"
 #include "detail/pool_windows.h"
+#include "detail/simd.h"
 #include "spatialgrad/parallel.h"
 
 namespace spatialgrad {
@@ -111,7 +112,10 @@ Windows make_windows(const Resolved& r, const AvgPool2dParams& p, int64_t in_h, 
       if (p.divisor_override != 0) {
         f[o] = is_rows ? static_cast<double>(p.divisor_override) : 1.0;
       } else {
-        f[o] = static_cast<double>(p.count_include_pad ? axis.pool[o] : axis.end[o] - axis.start[o]);
+        const int64_t count = p.count_include_pad ? axis.pool[o] : axis.end[o] - axis.start[o];
+        // A window with no input pixel (only possible for an empty input) sums to 0 and outputs
+        // 0 / 1, not 0 / 0: so no divisor is ever 0 and the kernels divide without a test.
+        f[o] = static_cast<double>(count != 0 ? count : 1);
       }
     }
     return f;
@@ -126,124 +130,165 @@ std::vector<Acc> cast_all(const std::vector<double>& values) {
   return std::vector<Acc>(values.begin(), values.end());
 }
 
-template <class T>
-void forward_kernel(const TensorView& input, const TensorView& output, const Windows& win) {
-  using Acc = AccType<T>;
-  const Planes in_planes = planes_of(input), out_planes = planes_of(output);
-  const int64_t in_w = win.w.in, out_h = win.h.out, out_w = win.w.out;
-  const int64_t ish = input.stride(-2), isw = input.stride(-1);
-  const int64_t osh = output.stride(-2), osw = output.stride(-1);
-  const T* in = input.data<T>();
-  T* out = output.data<T>();
-  const std::vector<Acc> col_factor = cast_all<Acc>(win.col_factor);
-  const int64_t work_per_row = std::max<int64_t>(1, in_w * (win.h.max_cover + 1) + out_w);
-  // Padded column sums: in_w values behind pw zeros, and zeros after them up to the end of the
-  // last window (which starts at most at in_w - 1 + pw).
-  const int64_t kw = win.kw, sw = win.sw, pw = win.pw;
-  const int64_t box_len = (out_w - 1) * sw + 1;
-  const int64_t padded_len = box_len + kw - 1;
-  parallel_for(0, in_planes.count * out_h, kMinWorkPerTask / work_per_row + 1, [&](int64_t lo, int64_t hi) {
-    std::vector<Acc> padded(static_cast<size_t>(std::max(padded_len, pw + in_w)), Acc(0));
-    std::vector<Acc> box(static_cast<size_t>(box_len));
-    // float16/bfloat16 rows are converted whole, as vector loops (detail/convert.h).
-    std::vector<Acc> wide(detail::kIsHalfType<T> ? static_cast<size_t>(std::max(in_w, out_w)) : 0);
-    Acc* column_sums = padded.data() + pw;
-    for (int64_t item = lo; item < hi; ++item) {
-      const int64_t plane = item / out_h, oh = item % out_h;
-      const T* src = in + in_planes.offset(plane);
-      T* dst = out + out_planes.offset(plane) + oh * osh;
-      // Sum the window's rows, then box-filter the columns and pick every sw-th sum.
-      std::fill(column_sums, column_sums + in_w, Acc(0));
-      for (int64_t h = win.h.start[oh]; h < win.h.end[oh]; ++h) {
-        const T* row = src + h * ish;
-        if constexpr (detail::kIsHalfType<T>) {
-          detail::widen_row(row, isw, in_w, wide.data());
-          for (int64_t w = 0; w < in_w; ++w) column_sums[w] += wide[w];
-        } else {
-          for (int64_t w = 0; w < in_w; ++w) column_sums[w] += load_as<Acc>(row[w * isw]);
-        }
-      }
-      detail::box_sum(padded.data(), box_len, kw, box.data());
-      const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
-      auto average = [&](int64_t ow) {
-        // A window with no input pixel (only possible for an empty input) outputs 0, not 0/0.
-        const Acc divisor = row_factor * col_factor[ow];
-        return divisor != 0 ? box[ow * sw] / divisor : Acc(0);
-      };
-      if constexpr (detail::kIsHalfType<T>) {
-        for (int64_t ow = 0; ow < out_w; ++ow) wide[ow] = average(ow);
-        detail::narrow_row(wide.data(), out_w, dst, osw);
-      } else {
-        for (int64_t ow = 0; ow < out_w; ++ow) dst[ow * osw] = store_as<T>(average(ow));
-      }
-    }
-  });
+// sums[i] += row[i * stride] for i < n; half rows are widened whole into `wide` first.
+template <class T, class Acc>
+SG_INLINE void add_row(const T* row, int64_t stride, int64_t n, Acc* __restrict sums, Acc* __restrict wide) {
+  if constexpr (detail::kIsHalfType<T>) {
+    detail::widen_row(row, stride, n, wide);
+    for (int64_t i = 0; i < n; ++i) sums[i] += wide[i];
+  } else if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) sums[i] += row[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) sums[i] += row[i * stride];
+  }
 }
 
+// dst[i] = row[i * stride] for i < n.
+template <class T, class Acc>
+SG_INLINE void load_row(const T* row, int64_t stride, int64_t n, Acc* __restrict dst) {
+  if constexpr (detail::kIsHalfType<T>) {
+    detail::widen_row(row, stride, n, dst);
+  } else if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = row[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = row[i * stride];
+  }
+}
+
+// dst[i * stride] = src[i] for i < n, one rounding per element.
+template <class T, class Acc>
+SG_INLINE void store_row(const Acc* __restrict src, int64_t n, T* dst, int64_t stride) {
+  if constexpr (detail::kIsHalfType<T>) {
+    detail::narrow_row(src, n, dst, stride);
+  } else if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = store_as<T>(src[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i * stride] = store_as<T>(src[i]);
+  }
+}
+
+// What a forward task needs of the call.
+template <class T>
+struct ForwardPlan {
+  const Windows* win;
+  Planes in_planes, out_planes;
+  const T* in;
+  T* out;
+  int64_t ish, isw, osh, osw;
+  std::vector<AccType<T>> col_factor;
+};
+
+// Output rows [lo, hi) (item = plane * out_h + oh): sum the window's input rows, box-filter the
+// columns and pick every sw-th sum. One function with an AVX2 clone: all its loops are unit-stride
+// vector loops in L1-sized scratch rows.
+template <class T>
+SG_SIMD_CLONES void forward_rows(const ForwardPlan<T>& plan, int64_t lo, int64_t hi) {
+  using Acc = AccType<T>;
+  const Windows& win = *plan.win;
+  const int64_t in_w = win.w.in, out_h = win.h.out, out_w = win.w.out;
+  detail::StridedBoxSum<Acc> box(in_w, out_w, win.kw, win.sw, win.pw);
+  std::vector<Acc> sums(static_cast<size_t>(out_w));
+  std::vector<Acc> wide(detail::kIsHalfType<T> ? static_cast<size_t>(in_w) : 0);
+  Acc* column_sums = box.input();
+  const Acc* col_factor = plan.col_factor.data();
+  for (int64_t item = lo; item < hi; ++item) {
+    const int64_t plane = item / out_h, oh = item % out_h;
+    const T* src = plan.in + plan.in_planes.offset(plane);
+    std::fill(column_sums, column_sums + in_w, Acc(0));
+    for (int64_t h = win.h.start[oh]; h < win.h.end[oh]; ++h) {
+      add_row(src + h * plan.ish, plan.isw, in_w, column_sums, wide.data());
+    }
+    box.run(sums.data());
+    const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
+    for (int64_t ow = 0; ow < out_w; ++ow) sums[ow] /= row_factor * col_factor[ow];
+    store_row(sums.data(), out_w, plan.out + plan.out_planes.offset(plane) + oh * plan.osh, plan.osw);
+  }
+}
+
+template <class T>
+void forward_kernel(const TensorView& input, const TensorView& output, const Windows& win) {
+  const ForwardPlan<T> plan{&win,
+                            planes_of(input),
+                            planes_of(output),
+                            input.data<T>(),
+                            output.data<T>(),
+                            input.stride(-2),
+                            input.stride(-1),
+                            output.stride(-2),
+                            output.stride(-1),
+                            cast_all<AccType<T>>(win.col_factor)};
+  const int64_t work_per_row = std::max<int64_t>(1, win.w.in * (win.h.max_cover + 1) + win.w.out);
+  parallel_for(0, plan.in_planes.count * win.h.out, kMinWorkPerTask / work_per_row + 1,
+               [&](int64_t lo, int64_t hi) { forward_rows(plan, lo, hi); });
+}
+
+// What a backward task needs of the call.
+template <class T>
+struct BackwardPlan {
+  const Windows* win;
+  Planes go_planes, gi_planes;
+  const T* go;
+  T* gi;
+  int64_t gsh, gsw, ish, isw;
+  std::vector<AccType<T>> col_factor;
+};
+
 // Gather form: each grad_input element sums the scaled gradients (g / divisor) of the windows that
-// cover it and is written once. Scaled rows are computed once per task into a ring buffer that holds
-// the rows the current input row needs.
+// cover it and is written once. Input rows [lo, hi) (item = plane * in_h + h); scaled rows are
+// computed once per task into a ring buffer that holds the rows the current input row needs.
+// Cloned like forward_rows.
+template <class T>
+SG_SIMD_CLONES void backward_rows(const BackwardPlan<T>& plan, int64_t lo, int64_t hi) {
+  using Acc = AccType<T>;
+  const Windows& win = *plan.win;
+  const int64_t in_h = win.h.in, in_w = win.w.in, out_w = win.w.out;
+  const int64_t ring_rows = std::max<int64_t>(win.h.max_cover, 1);
+  std::vector<Acc> ring(static_cast<size_t>(ring_rows * out_w));
+  detail::BoxSpread<Acc> spread(in_w, out_w, win.kw, win.sw, win.pw);
+  std::vector<Acc> row_out(static_cast<size_t>(in_w));
+  Acc* row_sums = spread.input();
+  const Acc* col_factor = plan.col_factor.data();
+  int64_t ring_plane = -1, ring_next = 0;  // rows [.., ring_next) of ring_plane are in the ring
+  for (int64_t item = lo; item < hi; ++item) {
+    const int64_t plane = item / in_h, h = item % in_h;
+    const int64_t oh_first = win.h.first[h], oh_last = win.h.last[h];
+    if (plane != ring_plane) {
+      ring_plane = plane;
+      ring_next = oh_first;
+    }
+    const T* g_plane = plan.go + plan.go_planes.offset(plane);
+    for (int64_t oh = std::max(ring_next, oh_first); oh < oh_last; ++oh) {
+      Acc* __restrict scaled = ring.data() + (oh % ring_rows) * out_w;
+      load_row(g_plane + oh * plan.gsh, plan.gsw, out_w, scaled);
+      const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
+      for (int64_t ow = 0; ow < out_w; ++ow) scaled[ow] /= row_factor * col_factor[ow];
+    }
+    ring_next = std::max(ring_next, oh_last);
+    std::fill(row_sums, row_sums + out_w, Acc(0));
+    for (int64_t oh = oh_first; oh < oh_last; ++oh) {
+      const Acc* __restrict scaled = ring.data() + (oh % ring_rows) * out_w;
+      for (int64_t ow = 0; ow < out_w; ++ow) row_sums[ow] += scaled[ow];
+    }
+    spread.run(row_out.data());
+    store_row(row_out.data(), in_w, plan.gi + plan.gi_planes.offset(plane) + h * plan.ish, plan.isw);
+  }
+}
+
 template <class T>
 void backward_kernel(const TensorView& grad_output, const TensorView& grad_input, const Windows& win) {
-  using Acc = AccType<T>;
-  const Planes go_planes = planes_of(grad_output), gi_planes = planes_of(grad_input);
-  const int64_t in_h = win.h.in, in_w = win.w.in, out_w = win.w.out;
-  const int64_t gsh = grad_output.stride(-2), gsw = grad_output.stride(-1);
-  const int64_t ish = grad_input.stride(-2), isw = grad_input.stride(-1);
-  const T* go = grad_output.data<T>();
-  T* gi = grad_input.data<T>();
-  const std::vector<Acc> col_factor = cast_all<Acc>(win.col_factor);
-  const int64_t ring_rows = std::max<int64_t>(win.h.max_cover, 1);
-  // Width pass as a box filter: window ow's row sum sits at impulses[ow * sw + kw - 1 - pw] (zeros
-  // elsewhere), and grad_input[w] = impulses[w] + ... + impulses[w + kw - 1].
-  const int64_t kw = win.kw, sw = win.sw, pw = win.pw;
-  const int64_t impulse_len = std::max(in_w + kw - 1, (out_w - 1) * sw + kw - pw);
-  const int64_t work_per_row = std::max<int64_t>(1, (out_w + in_w) * (win.h.max_cover + 1));
-  parallel_for(0, gi_planes.count * in_h, kMinWorkPerTask / work_per_row + 1, [&](int64_t lo, int64_t hi) {
-    std::vector<Acc> ring(static_cast<size_t>(ring_rows * out_w));
-    std::vector<Acc> row_sums(static_cast<size_t>(out_w));
-    std::vector<Acc> impulses(static_cast<size_t>(impulse_len), Acc(0));
-    std::vector<Acc> row_out(static_cast<size_t>(in_w));
-    std::vector<Acc> wide(detail::kIsHalfType<T> ? static_cast<size_t>(out_w) : 0);  // a converted half row
-    int64_t ring_plane = -1, ring_next = 0;  // rows [.., ring_next) of ring_plane are in the ring
-    for (int64_t item = lo; item < hi; ++item) {
-      const int64_t plane = item / in_h, h = item % in_h;
-      const int64_t oh_first = win.h.first[h], oh_last = win.h.last[h];
-      if (plane != ring_plane) {
-        ring_plane = plane;
-        ring_next = oh_first;
-      }
-      const T* g_plane = go + go_planes.offset(plane);
-      for (int64_t oh = std::max(ring_next, oh_first); oh < oh_last; ++oh) {
-        Acc* scaled = ring.data() + (oh % ring_rows) * out_w;
-        const T* g_row = g_plane + oh * gsh;
-        // Never zero: with a non-empty input every window covers at least one pixel.
-        const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
-        if constexpr (detail::kIsHalfType<T>) {
-          detail::widen_row(g_row, gsw, out_w, wide.data());
-          for (int64_t ow = 0; ow < out_w; ++ow) scaled[ow] = wide[ow] / (row_factor * col_factor[ow]);
-        } else {
-          for (int64_t ow = 0; ow < out_w; ++ow) {
-            scaled[ow] = load_as<Acc>(g_row[ow * gsw]) / (row_factor * col_factor[ow]);
-          }
-        }
-      }
-      ring_next = std::max(ring_next, oh_last);
-      std::fill(row_sums.begin(), row_sums.end(), Acc(0));
-      for (int64_t oh = oh_first; oh < oh_last; ++oh) {
-        const Acc* scaled = ring.data() + (oh % ring_rows) * out_w;
-        for (int64_t ow = 0; ow < out_w; ++ow) row_sums[ow] += scaled[ow];
-      }
-      for (int64_t ow = 0; ow < out_w; ++ow) impulses[ow * sw + kw - 1 - pw] = row_sums[ow];
-      detail::box_sum(impulses.data(), in_w, kw, row_out.data());
-      T* dst = gi + gi_planes.offset(plane) + h * ish;
-      if constexpr (detail::kIsHalfType<T>) {
-        detail::narrow_row(row_out.data(), in_w, dst, isw);
-      } else {
-        for (int64_t w = 0; w < in_w; ++w) dst[w * isw] = store_as<T>(row_out[w]);
-      }
-    }
-  });
+  const BackwardPlan<T> plan{&win,
+                             planes_of(grad_output),
+                             planes_of(grad_input),
+                             grad_output.data<T>(),
+                             grad_input.data<T>(),
+                             grad_output.stride(-2),
+                             grad_output.stride(-1),
+                             grad_input.stride(-2),
+                             grad_input.stride(-1),
+                             cast_all<AccType<T>>(win.col_factor)};
+  const int64_t work_per_row = std::max<int64_t>(1, (win.w.out + win.w.in) * (win.h.max_cover + 1));
+  parallel_for(0, plan.gi_planes.count * win.h.in, kMinWorkPerTask / work_per_row + 1,
+               [&](int64_t lo, int64_t hi) { backward_rows(plan, lo, hi); });
 }
 
 }  // namespace

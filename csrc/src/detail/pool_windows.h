@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "detail/checks.h"
+#include "detail/simd.h"
+
 namespace spatialgrad::detail {
 
 struct PoolAxis {
@@ -47,15 +50,126 @@ inline PoolAxis make_pool_axis(int64_t in, int64_t out, int64_t kernel, int64_t 
   return axis;
 }
 
-// dst[x] = src[x] + src[x + 1] + ... + src[x + k - 1] for x in [0, n): k contiguous passes the
-// compiler vectorises (src holds n + k - 1 values).
+// The width pass of the forward: window o of the padded row sums P[o*s .. o*s + k - 1], added in
+// that order, for o < n_out (P is the row behind `pad` zeros, zeros after it). The sums read the
+// stride's phases (P[i*s + r] for a fixed r), so every pass is a unit-stride vector loop; stride 2
+// splits P into its phases with a constant-stride loop the compiler vectorises too.
 template <class Acc>
-inline void box_sum(const Acc* src, int64_t n, int64_t k, Acc* dst) {
-  for (int64_t x = 0; x < n; ++x) dst[x] = src[x];
-  for (int64_t t = 1; t < k; ++t) {
-    const Acc* shifted = src + t;
-    for (int64_t x = 0; x < n; ++x) dst[x] += shifted[x];
+class StridedBoxSum {
+ public:
+  StridedBoxSum(int64_t n_in, int64_t n_out, int64_t k, int64_t s, int64_t pad)
+      : n_out_(n_out), k_(k), s_(s), phase_len_(n_out + (k - 1) / s),
+        padded_(static_cast<size_t>(std::max((n_out - 1) * s + k, pad + n_in)), Acc(0)),
+        phases_(s == 1 ? 0 : static_cast<size_t>(std::min(s, k) * phase_len_)),
+        input_(padded_.data() + pad) {}
+
+  // Where the caller puts the n_in row values (everything around them stays zero).
+  Acc* input() { return input_; }
+
+  SG_INLINE void run(Acc* __restrict dst) {
+    const Acc* p = padded_.data();
+    if (s_ > 1) {
+      for (int64_t r = 0; r < std::min(s_, k_); ++r) {
+        Acc* __restrict phase = phases_.data() + r * phase_len_;
+        const Acc* from = p + r;
+        const int64_t len = n_out_ + (k_ - 1 - r) / s_;
+        if (s_ == 2) {
+          for (int64_t i = 0; i < len; ++i) phase[i] = from[2 * i];
+        } else {
+          for (int64_t i = 0; i < len; ++i) phase[i] = from[i * s_];
+        }
+      }
+    }
+    auto tap = [&](int64_t t) {  // P[o*s + t] as a row over o
+      return s_ == 1 ? p + t : phases_.data() + (t % s_) * phase_len_ + t / s_;
+    };
+    const Acc* first = tap(0);
+    for (int64_t o = 0; o < n_out_; ++o) dst[o] = first[o];
+    for (int64_t t = 1; t < k_; ++t) {
+      const Acc* __restrict next = tap(t);
+      for (int64_t o = 0; o < n_out_; ++o) dst[o] += next[o];
+    }
   }
-}
+
+ private:
+  int64_t n_out_, k_, s_, phase_len_;
+  std::vector<Acc> padded_, phases_;
+  Acc* input_;
+};
+
+// The width pass of the backward, the adjoint of StridedBoxSum: x < n_in receives the sum of
+// src[o] over the windows o in [0, n_out) that cover it (o*s - pad <= x < o*s - pad + k), added in
+// increasing o, or 0 if none does. The windows covering x = q*s + r are o = q + lo[r] .. q + hi[r]
+// for every q, so each phase r is a few unit-stride passes over src read with zeros on both sides;
+// stride 2 interleaves its two phases in one vector loop.
+template <class Acc>
+class BoxSpread {
+ public:
+  BoxSpread(int64_t n_in, int64_t n_out, int64_t k, int64_t s, int64_t pad) : n_in_(n_in), s_(s) {
+    int64_t lead = 0, trail = 0;
+    for (int64_t r = 0; r < s; ++r) {
+      const int64_t count = r < n_in ? (n_in - r + s - 1) / s : 0;
+      const int64_t lo = floor_div(r + pad - k, s) + 1, hi = floor_div(r + pad, s);
+      phases_.push_back(Phase{count, lo, hi});
+      if (count == 0 || lo > hi) continue;
+      lead = std::max(lead, -lo);
+      trail = std::max(trail, count - 1 + hi - (n_out - 1));
+    }
+    padded_.assign(static_cast<size_t>(lead + n_out + trail), Acc(0));
+    input_ = padded_.data() + lead;
+    if (s > 1) sums_.resize(static_cast<size_t>(s * phases_[0].count));
+  }
+
+  // Where the caller puts the n_out window values (everything around them stays zero).
+  Acc* input() { return input_; }
+
+  SG_INLINE void run(Acc* __restrict dst) {
+    if (s_ == 1) {
+      sum_phase(phases_[0], dst);
+      return;
+    }
+    const int64_t pitch = phases_[0].count;
+    for (int64_t r = 0; r < s_; ++r) sum_phase(phases_[static_cast<size_t>(r)], sums_.data() + r * pitch);
+    const Acc* __restrict even = sums_.data();
+    if (s_ == 2) {
+      const Acc* __restrict odd = even + pitch;
+      const int64_t pairs = n_in_ / 2;
+      for (int64_t q = 0; q < pairs; ++q) {
+        dst[2 * q] = even[q];
+        dst[2 * q + 1] = odd[q];
+      }
+      if (n_in_ % 2 != 0) dst[n_in_ - 1] = even[pairs];
+      return;
+    }
+    for (int64_t r = 0; r < s_; ++r) {
+      const Acc* phase = sums_.data() + r * pitch;
+      for (int64_t q = 0; q < phases_[static_cast<size_t>(r)].count; ++q) dst[q * s_ + r] = phase[q];
+    }
+  }
+
+ private:
+  struct Phase {
+    int64_t count, lo, hi;
+  };
+
+  // out[q] = src[q + lo] + ... + src[q + hi] for q < count.
+  SG_INLINE void sum_phase(const Phase& ph, Acc* __restrict out) const {
+    if (ph.lo > ph.hi) {
+      std::fill(out, out + ph.count, Acc(0));
+      return;
+    }
+    const Acc* first = input_ + ph.lo;
+    for (int64_t q = 0; q < ph.count; ++q) out[q] = first[q];
+    for (int64_t j = ph.lo + 1; j <= ph.hi; ++j) {
+      const Acc* __restrict next = input_ + j;
+      for (int64_t q = 0; q < ph.count; ++q) out[q] += next[q];
+    }
+  }
+
+  int64_t n_in_, s_;
+  std::vector<Phase> phases_;
+  std::vector<Acc> padded_, sums_;
+  Acc* input_ = nullptr;
+};
 
 }  // namespace spatialgrad::detail
