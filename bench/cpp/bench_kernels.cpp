@@ -16,16 +16,28 @@ namespace sg = spatialgrad;
 
 namespace {
 
+// Uniform values in [-1, 1) as float32, or rounded to float16/bfloat16 storage.
 struct Buffer {
   std::vector<float> data;
+  std::vector<uint16_t> half_data;
   sg::TensorView view;
-  explicit Buffer(std::vector<int64_t> sizes, uint32_t seed = 0) {
+  explicit Buffer(std::vector<int64_t> sizes, uint32_t seed = 0, sg::DType dtype = sg::DType::kFloat32) {
     data.resize(static_cast<size_t>(sg::checked_numel(sizes)));
     std::mt19937 gen(seed);
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     for (auto& v : data) v = dist(gen);
-    view = sg::TensorView(data.data(), sg::DType::kFloat32, std::move(sizes));
+    if (dtype == sg::DType::kFloat32) {
+      view = sg::TensorView(data.data(), dtype, std::move(sizes));
+      return;
+    }
+    half_data.resize(data.size());
+    for (size_t i = 0; i < data.size(); ++i) {
+      half_data[i] = dtype == sg::DType::kFloat16 ? sg::to_half(data[i]).bits : sg::to_bfloat16(data[i]).bits;
+    }
+    data.clear();
+    view = sg::TensorView(half_data.data(), dtype, std::move(sizes));
   }
+  int64_t bytes() const { return static_cast<int64_t>(data.size() * sizeof(float) + half_data.size() * 2); }
 };
 
 void set_threads(benchmark::State& state) { sg::set_num_threads(static_cast<int>(state.range(0))); }
@@ -54,6 +66,38 @@ void BM_avg_pool2d_backward_k3s2(benchmark::State& state) {
 }
 BENCHMARK(BM_avg_pool2d_backward_k3s2)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The k3 s2 p1 pair in float16 (arg 2: 0) and bfloat16 (1); arg 1: threads.
+sg::DType half_arg(benchmark::State& state, int index) {
+  return state.range(index) ? sg::DType::kBFloat16 : sg::DType::kFloat16;
+}
+
+void BM_avg_pool2d_forward_k3s2_half(benchmark::State& state) {
+  set_threads(state);
+  sg::AvgPool2dParams p;
+  p.kernel_size = {3};
+  p.stride = {2};
+  p.padding = {1};
+  const sg::DType dtype = half_arg(state, 1);
+  Buffer x({8, 64, 112, 112}, 1, dtype), y(sg::avg_pool2d_output_shape({8, 64, 112, 112}, p), 0, dtype);
+  for (auto _ : state) sg::avg_pool2d(x.view, y.view, p);
+  state.SetBytesProcessed(state.iterations() * (x.bytes() + y.bytes()));
+}
+BENCHMARK(BM_avg_pool2d_forward_k3s2_half)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_avg_pool2d_backward_k3s2_half(benchmark::State& state) {
+  set_threads(state);
+  sg::AvgPool2dParams p;
+  p.kernel_size = {3};
+  p.stride = {2};
+  p.padding = {1};
+  const sg::DType dtype = half_arg(state, 1);
+  Buffer x({8, 64, 112, 112}, 1, dtype), g(sg::avg_pool2d_output_shape({8, 64, 112, 112}, p), 2, dtype),
+      gi({8, 64, 112, 112}, 0, dtype);
+  for (auto _ : state) sg::avg_pool2d_backward(g.view, x.view, gi.view, p);
+  state.SetBytesProcessed(state.iterations() * (g.bytes() + gi.bytes()));
+}
+BENCHMARK(BM_avg_pool2d_backward_k3s2_half)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // upsample_bilinear2d (8,64,64,64) -> (128,128), align_corners=False; arg 1: threads, arg 2: 0 NCHW, 1 NHWC.
 sg::Layout layout_arg(benchmark::State& state) { return state.range(1) ? sg::Layout::kNHWC : sg::Layout::kNCHW; }
 
@@ -79,6 +123,34 @@ void BM_upsample_bilinear2d_backward(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>((g.data.size() + gi.data.size()) * sizeof(float)));
 }
 BENCHMARK(BM_upsample_bilinear2d_backward)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+// upsample_bilinear2d in float16 (arg 3: 0) and bfloat16 (1); args 1, 2 as above.
+void BM_upsample_bilinear2d_forward_half(benchmark::State& state) {
+  set_threads(state);
+  const sg::Layout layout = layout_arg(state);
+  const sg::DType dtype = half_arg(state, 2);
+  Buffer x(upsample_shape(layout, 64, 64), 1, dtype), y(upsample_shape(layout, 128, 128), 0, dtype);
+  for (auto _ : state) sg::upsample_bilinear2d(x.view, {128, 128}, false, 0.0, 0.0, layout, y.view);
+  state.SetBytesProcessed(state.iterations() * (x.bytes() + y.bytes()));
+}
+BENCHMARK(BM_upsample_bilinear2d_forward_half)
+    ->ArgsProduct({{1, 2}, {0, 1}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_upsample_bilinear2d_backward_half(benchmark::State& state) {
+  set_threads(state);
+  const sg::Layout layout = layout_arg(state);
+  const sg::DType dtype = half_arg(state, 2);
+  const std::vector<int64_t> in_size = upsample_shape(layout, 64, 64);
+  Buffer g(upsample_shape(layout, 128, 128), 2, dtype), gi(in_size, 0, dtype);
+  for (auto _ : state) sg::upsample_bilinear2d_backward(g.view, {128, 128}, in_size, false, 0.0, 0.0, layout, gi.view);
+  state.SetBytesProcessed(state.iterations() * (g.bytes() + gi.bytes()));
+}
+BENCHMARK(BM_upsample_bilinear2d_backward_half)
+    ->ArgsProduct({{1, 2}, {0, 1}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 // grid_sampler_2d at the standard shape: input (8,32,64,64), grid (8,64,64,2) uniform in [-1.1, 1.1].
 // Arg 0: threads; arg 1: interpolation mode (0 bilinear, 1 nearest, 2 bicubic); zeros padding.
 void BM_grid_sampler_2d_forward(benchmark::State& state) {

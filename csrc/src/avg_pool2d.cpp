@@ -130,35 +130,46 @@ std::vector<Acc> cast_all(const std::vector<double>& values) {
   return std::vector<Acc>(values.begin(), values.end());
 }
 
-// sums[i] += row[i * stride] for i < n; half rows are widened whole into `wide` first.
-template <class T, class Acc>
-SG_INLINE void add_row(const T* row, int64_t stride, int64_t n, Acc* __restrict sums, Acc* __restrict wide) {
-  if constexpr (detail::kIsHalfType<T>) {
-    detail::widen_row(row, stride, n, wide);
-    for (int64_t i = 0; i < n; ++i) sums[i] += wide[i];
-  } else if (stride == 1) {
-    for (int64_t i = 0; i < n; ++i) sums[i] += row[i];
-  } else {
-    for (int64_t i = 0; i < n; ++i) sums[i] += row[i * stride];
-  }
-}
+// float16 rows are widened whole (F16C where the CPU has it, detail/convert.h); bfloat16 widens
+// with a shift that vectorises inline in the kernels' clones. Both narrow whole rows.
+template <class T>
+constexpr bool kWidenRows = std::is_same_v<T, Half>;
+template <class T>
+constexpr bool kNarrowRows = detail::kIsHalfType<T>;
 
-// dst[i] = row[i * stride] for i < n.
-template <class T, class Acc>
-SG_INLINE void load_row(const T* row, int64_t stride, int64_t n, Acc* __restrict dst) {
-  if constexpr (detail::kIsHalfType<T>) {
-    detail::widen_row(row, stride, n, dst);
-  } else if (stride == 1) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = row[i];
+// sums[i] = 0 + row(0)[i * stride] + ... + row(count - 1)[i * stride] for i < n, added in that
+// order from +0 as PyTorch's sums are (0 when count is 0); the first two rows in one pass.
+template <class Acc, class RowAt>
+SG_INLINE void sum_rows(int64_t count, int64_t n, int64_t stride, const RowAt& row, Acc* __restrict sums) {
+  if (count == 0) {
+    std::fill(sums, sums + n, Acc(0));
+    return;
+  }
+  const auto* __restrict r0 = row(0);
+  if (count == 1) {
+    for (int64_t i = 0; i < n; ++i) sums[i] = Acc(0) + load_as<Acc>(r0[i * stride]);
+    return;
+  }
+  const auto* __restrict r1 = row(1);
+  if (stride == 1) {
+    for (int64_t i = 0; i < n; ++i) sums[i] = (Acc(0) + load_as<Acc>(r0[i])) + load_as<Acc>(r1[i]);
   } else {
-    for (int64_t i = 0; i < n; ++i) dst[i] = row[i * stride];
+    for (int64_t i = 0; i < n; ++i) sums[i] = (Acc(0) + load_as<Acc>(r0[i * stride])) + load_as<Acc>(r1[i * stride]);
+  }
+  for (int64_t r = 2; r < count; ++r) {
+    const auto* __restrict next = row(r);
+    if (stride == 1) {
+      for (int64_t i = 0; i < n; ++i) sums[i] += load_as<Acc>(next[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) sums[i] += load_as<Acc>(next[i * stride]);
+    }
   }
 }
 
 // dst[i * stride] = src[i] for i < n, one rounding per element.
 template <class T, class Acc>
 SG_INLINE void store_row(const Acc* __restrict src, int64_t n, T* dst, int64_t stride) {
-  if constexpr (detail::kIsHalfType<T>) {
+  if constexpr (kNarrowRows<T>) {
     detail::narrow_row(src, n, dst, stride);
   } else if (stride == 1) {
     for (int64_t i = 0; i < n; ++i) dst[i] = store_as<T>(src[i]);
@@ -188,20 +199,38 @@ SG_SIMD_CLONES void forward_rows(const ForwardPlan<T>& plan, int64_t lo, int64_t
   const int64_t in_w = win.w.in, out_h = win.h.out, out_w = win.w.out;
   detail::StridedBoxSum<Acc> box(in_w, out_w, win.kw, win.sw, win.pw);
   std::vector<Acc> sums(static_cast<size_t>(out_w));
-  std::vector<Acc> wide(detail::kIsHalfType<T> ? static_cast<size_t>(in_w) : 0);
   Acc* column_sums = box.input();
   const Acc* col_factor = plan.col_factor.data();
-  for (int64_t item = lo; item < hi; ++item) {
-    const int64_t plane = item / out_h, oh = item % out_h;
-    const T* src = plan.in + plan.in_planes.offset(plane);
-    std::fill(column_sums, column_sums + in_w, Acc(0));
-    for (int64_t h = win.h.start[oh]; h < win.h.end[oh]; ++h) {
-      add_row(src + h * plan.ish, plan.isw, in_w, column_sums, wide.data());
+  // float16: input rows widened once each into a ring that holds the rows of the current window.
+  int64_t window_rows = 1;
+  for (int64_t o = 0; o < out_h; ++o) window_rows = std::max(window_rows, win.h.end[o] - win.h.start[o]);
+  std::vector<Acc> ring(kWidenRows<T> ? static_cast<size_t>(window_rows * in_w) : 0);
+  const T* src = nullptr;
+  T* dst = nullptr;
+  int64_t plane = lo / out_h, oh = lo % out_h;
+  int64_t ring_next = -1;  // rows [.., ring_next) of this plane are in the ring
+  for (int64_t item = lo; item < hi; ++item, ++oh) {
+    if (oh == out_h || ring_next < 0) {
+      if (oh == out_h) ++plane, oh = 0;
+      src = plan.in + plan.in_planes.offset(plane);
+      dst = plan.out + plan.out_planes.offset(plane);
+      ring_next = win.h.start[oh];
+    }
+    const int64_t first = win.h.start[oh], count = win.h.end[oh] - first;
+    if constexpr (kWidenRows<T>) {
+      for (int64_t h = std::max(ring_next, first); h < first + count; ++h) {
+        detail::widen_row(src + h * plan.ish, plan.isw, in_w, ring.data() + (h % window_rows) * in_w);
+      }
+      ring_next = std::max(ring_next, first + count);
+      sum_rows(count, in_w, 1, [&](int64_t r) { return ring.data() + ((first + r) % window_rows) * in_w; },
+               column_sums);
+    } else {
+      sum_rows(count, in_w, plan.isw, [&](int64_t r) { return src + (first + r) * plan.ish; }, column_sums);
     }
     box.run(sums.data());
     const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
     for (int64_t ow = 0; ow < out_w; ++ow) sums[ow] /= row_factor * col_factor[ow];
-    store_row(sums.data(), out_w, plan.out + plan.out_planes.offset(plane) + oh * plan.osh, plan.osw);
+    store_row(sums.data(), out_w, dst + oh * plan.osh, plan.osw);
   }
 }
 
@@ -234,43 +263,74 @@ struct BackwardPlan {
 };
 
 // Gather form: each grad_input element sums the scaled gradients (g / divisor) of the windows that
-// cover it and is written once. Input rows [lo, hi) (item = plane * in_h + h); scaled rows are
-// computed once per task into a ring buffer that holds the rows the current input row needs.
-// Cloned like forward_rows.
+// cover it and is written once. Input rows [lo, hi) (item = plane * in_h + h). Width first, as
+// PyTorch's scatter adds: each scaled grad_output row is spread over the input width once per task
+// into a ring buffer that holds the rows the current input row needs, and the input row is the sum
+// of its covering spread rows. Cloned like forward_rows.
 template <class T>
 SG_SIMD_CLONES void backward_rows(const BackwardPlan<T>& plan, int64_t lo, int64_t hi) {
   using Acc = AccType<T>;
   const Windows& win = *plan.win;
   const int64_t in_h = win.h.in, in_w = win.w.in, out_w = win.w.out;
   const int64_t ring_rows = std::max<int64_t>(win.h.max_cover, 1);
-  std::vector<Acc> ring(static_cast<size_t>(ring_rows * out_w));
+  std::vector<Acc> ring(static_cast<size_t>(ring_rows * in_w));
   detail::BoxSpread<Acc> spread(in_w, out_w, win.kw, win.sw, win.pw);
   std::vector<Acc> row_out(static_cast<size_t>(in_w));
-  Acc* row_sums = spread.input();
+  Acc* __restrict scaled = spread.input();
   const Acc* col_factor = plan.col_factor.data();
-  int64_t ring_plane = -1, ring_next = 0;  // rows [.., ring_next) of ring_plane are in the ring
-  for (int64_t item = lo; item < hi; ++item) {
-    const int64_t plane = item / in_h, h = item % in_h;
-    const int64_t oh_first = win.h.first[h], oh_last = win.h.last[h];
-    if (plane != ring_plane) {
-      ring_plane = plane;
-      ring_next = oh_first;
+  const bool direct_store = !kNarrowRows<T> && plan.isw == 1;  // sums stored as they are computed
+  const T* g_plane = nullptr;
+  T* gi_plane = nullptr;
+  int64_t plane = lo / in_h, h = lo % in_h;
+  int64_t ring_next = -1;  // rows [.., ring_next) of this plane are in the ring
+  for (int64_t item = lo; item < hi; ++item, ++h) {
+    if (h == in_h || ring_next < 0) {
+      if (h == in_h) ++plane, h = 0;
+      g_plane = plan.go + plan.go_planes.offset(plane);
+      gi_plane = plan.gi + plan.gi_planes.offset(plane);
+      ring_next = win.h.first[h];
     }
-    const T* g_plane = plan.go + plan.go_planes.offset(plane);
+    const int64_t oh_first = win.h.first[h], oh_last = win.h.last[h];
     for (int64_t oh = std::max(ring_next, oh_first); oh < oh_last; ++oh) {
-      Acc* __restrict scaled = ring.data() + (oh % ring_rows) * out_w;
-      load_row(g_plane + oh * plan.gsh, plan.gsw, out_w, scaled);
+      // 0 + g / divisor, as PyTorch's sums start from +0: no scaled value is -0, so no sum of
+      // them is, and a row covered by one window is its spread row as it stands.
+      const T* g_row = g_plane + oh * plan.gsh;
       const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
-      for (int64_t ow = 0; ow < out_w; ++ow) scaled[ow] /= row_factor * col_factor[ow];
+      if constexpr (kWidenRows<T>) {
+        detail::widen_row(g_row, plan.gsw, out_w, scaled);
+        for (int64_t ow = 0; ow < out_w; ++ow) scaled[ow] = Acc(0) + scaled[ow] / (row_factor * col_factor[ow]);
+      } else if (plan.gsw == 1) {
+        for (int64_t ow = 0; ow < out_w; ++ow) {
+          scaled[ow] = Acc(0) + load_as<Acc>(g_row[ow]) / (row_factor * col_factor[ow]);
+        }
+      } else {
+        for (int64_t ow = 0; ow < out_w; ++ow) {
+          scaled[ow] = Acc(0) + load_as<Acc>(g_row[ow * plan.gsw]) / (row_factor * col_factor[ow]);
+        }
+      }
+      spread.run(ring.data() + (oh % ring_rows) * in_w);
     }
     ring_next = std::max(ring_next, oh_last);
-    std::fill(row_sums, row_sums + out_w, Acc(0));
-    for (int64_t oh = oh_first; oh < oh_last; ++oh) {
-      const Acc* __restrict scaled = ring.data() + (oh % ring_rows) * out_w;
-      for (int64_t ow = 0; ow < out_w; ++ow) row_sums[ow] += scaled[ow];
+    const int64_t count = oh_last - oh_first;
+    const Acc* __restrict r0 = ring.data() + (oh_first % ring_rows) * in_w;
+    const Acc* __restrict r1 = ring.data() + ((oh_first + 1) % ring_rows) * in_w;
+    T* dst = gi_plane + h * plan.ish;
+    if (count == 1) {
+      store_row(r0, in_w, dst, plan.isw);
+    } else if (count == 2 && direct_store) {
+      for (int64_t w = 0; w < in_w; ++w) dst[w] = store_as<T>(r0[w] + r1[w]);
+    } else {
+      if (count == 0) {
+        std::fill(row_out.begin(), row_out.end(), Acc(0));
+      } else {
+        for (int64_t w = 0; w < in_w; ++w) row_out[w] = r0[w] + r1[w];
+      }
+      for (int64_t oh = oh_first + 2; oh < oh_last; ++oh) {
+        const Acc* __restrict spread_row = ring.data() + (oh % ring_rows) * in_w;
+        for (int64_t w = 0; w < in_w; ++w) row_out[w] += spread_row[w];
+      }
+      store_row(row_out.data(), in_w, dst, plan.isw);
     }
-    spread.run(row_out.data());
-    store_row(row_out.data(), in_w, plan.gi + plan.gi_planes.offset(plane) + h * plan.ish, plan.isw);
   }
 }
 

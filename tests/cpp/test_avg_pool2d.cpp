@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <tuple>
 
@@ -61,9 +62,11 @@ class AvgPoolSweep : public ::testing::TestWithParam<std::tuple<int, int, bool, 
 TEST_P(AvgPoolSweep, ForwardAndBackwardMatchNaiveLoops) {
   const auto [k, s, ceil, cip, div] = GetParam();
   for (int64_t H : {1, 2, 5, 8, 11}) {
-    for (int64_t W : {1, 3, 6, 13}) {
+    for (int64_t W : {1, 3, 6, 13, 37}) {
       for (int64_t p = 0; p <= k / 2; ++p) {
-        NaivePool ref{k, k + 1 - (k > 1), s, s + (s < 3), p, std::min<int64_t>(p, (k + 1 - (k > 1)) / 2),
+        // Width kernels and strides differ from the height's (width strides 2, 3, 1 for s = 1, 2, 3),
+        // so that kernels narrower than the stride (uncovered columns) occur too.
+        NaivePool ref{k, k + 1 - (k > 1), s, s == 3 ? 1 : s + 1, p, std::min<int64_t>(p, (k + 1 - (k > 1)) / 2),
                       ceil, cip, div};
         const int64_t OH = NaivePool::out_size(H, ref.kh, ref.sh, ref.ph, ceil);
         const int64_t OW = NaivePool::out_size(W, ref.kw, ref.sw, ref.pw, ceil);
@@ -169,6 +172,23 @@ TEST(AvgPool2d, EmptyTensorsGiveShapedResults) {
   EXPECT_EQ(y0.view.sizes(), (std::vector<int64_t>{2, 1, 3}));
   avg_pool2d(x0.view, y0.view, p);
   for (float v : y0.storage) EXPECT_EQ(v, 0.0f);
+}
+
+// PyTorch's sums start from +0, so windows of -0 inputs (or gradients) give +0, not -0.
+TEST(AvgPool2d, NegativeZerosGivePositiveZeros) {
+  for (auto [k, s, pad] : {std::tuple<int64_t, int64_t, int64_t>{3, 2, 1}, {1, 1, 0}, {2, 3, 1}}) {
+    AvgPool2dParams p;
+    p.kernel_size = {k};
+    p.stride = {s};
+    p.padding = {pad};
+    OwnedTensor<float> x({2, 3, 9, 20}, -0.0f), y(avg_pool2d_output_shape({2, 3, 9, 20}, p), 5.0f);
+    avg_pool2d(x.view, y.view, p);
+    for (float v : y.storage) ASSERT_FALSE(std::signbit(v)) << "forward k" << k << " s" << s;
+    OwnedTensor<float> g(y.view.sizes(), -0.0f), gi({2, 3, 9, 20}, 5.0f);
+    avg_pool2d_backward(g.view, x.view, gi.view, p);
+    for (float v : gi.storage) ASSERT_FALSE(std::signbit(v)) << "backward k" << k << " s" << s;
+    for (float v : gi.storage) ASSERT_EQ(v, 0.0f);
+  }
 }
 
 TEST(AvgPool2d, ThreadCountDoesNotChangeBits) {

@@ -53,7 +53,7 @@ inline PoolAxis make_pool_axis(int64_t in, int64_t out, int64_t kernel, int64_t 
 // The width pass of the forward: window o of the padded row sums P[o*s .. o*s + k - 1], added in
 // that order, for o < n_out (P is the row behind `pad` zeros, zeros after it). The sums read the
 // stride's phases (P[i*s + r] for a fixed r), so every pass is a unit-stride vector loop; stride 2
-// splits P into its phases with a constant-stride loop the compiler vectorises too.
+// splits P into its two phases in one pass the compiler vectorises too.
 template <class Acc>
 class StridedBoxSum {
  public:
@@ -68,16 +68,21 @@ class StridedBoxSum {
 
   SG_INLINE void run(Acc* __restrict dst) {
     const Acc* p = padded_.data();
-    if (s_ > 1) {
+    if (s_ == 2 && k_ >= 2) {
+      // Both phases in one pass over P; phase 0 is one longer when k is odd.
+      Acc* __restrict even = phases_.data();
+      Acc* __restrict odd = even + phase_len_;
+      const int64_t pairs = n_out_ + (k_ - 2) / 2;
+      for (int64_t i = 0; i < pairs; ++i) {
+        even[i] = p[2 * i];
+        odd[i] = p[2 * i + 1];
+      }
+      if (k_ % 2 != 0) even[pairs] = p[2 * pairs];
+    } else if (s_ > 1) {
       for (int64_t r = 0; r < std::min(s_, k_); ++r) {
         Acc* __restrict phase = phases_.data() + r * phase_len_;
-        const Acc* from = p + r;
         const int64_t len = n_out_ + (k_ - 1 - r) / s_;
-        if (s_ == 2) {
-          for (int64_t i = 0; i < len; ++i) phase[i] = from[2 * i];
-        } else {
-          for (int64_t i = 0; i < len; ++i) phase[i] = from[i * s_];
-        }
+        for (int64_t i = 0; i < len; ++i) phase[i] = p[i * s_ + r];
       }
     }
     auto tap = [&](int64_t t) {  // P[o*s + t] as a row over o
@@ -117,7 +122,7 @@ class BoxSpread {
     }
     padded_.assign(static_cast<size_t>(lead + n_out + trail), Acc(0));
     input_ = padded_.data() + lead;
-    if (s > 1) sums_.resize(static_cast<size_t>(s * phases_[0].count));
+    sums_.resize(static_cast<size_t>(s * phases_[0].count));
   }
 
   // Where the caller puts the n_out window values (everything around them stays zero).
@@ -125,14 +130,14 @@ class BoxSpread {
 
   SG_INLINE void run(Acc* __restrict dst) {
     if (s_ == 1) {
-      sum_phase(phases_[0], dst);
+      const Acc* sums = phase_sums(phases_[0], sums_.data());
+      for (int64_t x = 0; x < n_in_; ++x) dst[x] = sums[x];
       return;
     }
     const int64_t pitch = phases_[0].count;
-    for (int64_t r = 0; r < s_; ++r) sum_phase(phases_[static_cast<size_t>(r)], sums_.data() + r * pitch);
-    const Acc* __restrict even = sums_.data();
     if (s_ == 2) {
-      const Acc* __restrict odd = even + pitch;
+      const Acc* __restrict even = phase_sums(phases_[0], sums_.data());
+      const Acc* __restrict odd = phase_sums(phases_[1], sums_.data() + pitch);
       const int64_t pairs = n_in_ / 2;
       for (int64_t q = 0; q < pairs; ++q) {
         dst[2 * q] = even[q];
@@ -142,8 +147,9 @@ class BoxSpread {
       return;
     }
     for (int64_t r = 0; r < s_; ++r) {
-      const Acc* phase = sums_.data() + r * pitch;
-      for (int64_t q = 0; q < phases_[static_cast<size_t>(r)].count; ++q) dst[q * s_ + r] = phase[q];
+      const Phase& ph = phases_[static_cast<size_t>(r)];
+      const Acc* sums = phase_sums(ph, sums_.data() + r * pitch);
+      for (int64_t q = 0; q < ph.count; ++q) dst[q * s_ + r] = sums[q];
     }
   }
 
@@ -152,18 +158,22 @@ class BoxSpread {
     int64_t count, lo, hi;
   };
 
-  // out[q] = src[q + lo] + ... + src[q + hi] for q < count.
-  SG_INLINE void sum_phase(const Phase& ph, Acc* __restrict out) const {
+  // The sums src[q + lo] + ... + src[q + hi] for q < count: computed into `scratch`, or, for a
+  // single term, src itself.
+  SG_INLINE const Acc* phase_sums(const Phase& ph, Acc* __restrict scratch) const {
     if (ph.lo > ph.hi) {
-      std::fill(out, out + ph.count, Acc(0));
-      return;
+      std::fill(scratch, scratch + ph.count, Acc(0));
+      return scratch;
     }
     const Acc* first = input_ + ph.lo;
-    for (int64_t q = 0; q < ph.count; ++q) out[q] = first[q];
-    for (int64_t j = ph.lo + 1; j <= ph.hi; ++j) {
+    if (ph.lo == ph.hi) return first;
+    const Acc* __restrict second = first + 1;
+    for (int64_t q = 0; q < ph.count; ++q) scratch[q] = first[q] + second[q];
+    for (int64_t j = ph.lo + 2; j <= ph.hi; ++j) {
       const Acc* __restrict next = input_ + j;
-      for (int64_t q = 0; q < ph.count; ++q) out[q] += next[q];
+      for (int64_t q = 0; q < ph.count; ++q) scratch[q] += next[q];
     }
+    return scratch;
   }
 
   int64_t n_in_, s_;
