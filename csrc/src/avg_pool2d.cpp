@@ -234,8 +234,81 @@ SG_SIMD_CLONES void forward_rows(const ForwardPlan<T>& plan, int64_t lo, int64_t
   }
 }
 
+// Channels-last input (channel stride 1, width stride not): the plane walk above would read each
+// cache line once per channel in it, so rows are computed for all channels at once instead, every
+// loop running over the C contiguous channels (or a whole row of W*C values). Item = n * out_h + oh.
+// The same sums in the same order as forward_rows, so the same bits.
+template <class T>
+struct ChannelsLastPlan {
+  const Windows* win;
+  int64_t channels;
+  const T* in;
+  T* out;
+  int64_t in_n, in_h, in_w, out_n, out_h, out_w, out_c;  // strides (batch 0 for a 3-D tensor)
+  std::vector<AccType<T>> col_factor;
+};
+
+template <class T>
+SG_SIMD_CLONES void forward_rows_channels_last(const ChannelsLastPlan<T>& plan, int64_t lo, int64_t hi) {
+  using Acc = AccType<T>;
+  const Windows& win = *plan.win;
+  const int64_t C = plan.channels, in_w = win.w.in, out_h = win.h.out, out_w = win.w.out;
+  const int64_t kw = win.kw, sw = win.sw, pw = win.pw;
+  // Column sums of pixel j - pw at padded[j * C ..]: zeros before and after the input row.
+  std::vector<Acc> padded(static_cast<size_t>(std::max((out_w - 1) * sw + kw, pw + in_w) * C), Acc(0));
+  std::vector<Acc> sums(static_cast<size_t>(out_w * C));
+  Acc* column_sums = padded.data() + pw * C;
+  const Acc* col_factor = plan.col_factor.data();
+  const bool dense_rows = plan.in_w == C;  // a row's pixels are back to back
+  for (int64_t item = lo; item < hi; ++item) {
+    const int64_t n = item / out_h, oh = item % out_h;
+    const int64_t first = win.h.start[oh], count = win.h.end[oh] - first;
+    const T* src = plan.in + n * plan.in_n + first * plan.in_h;
+    if (dense_rows) {
+      sum_rows(count, in_w * C, 1, [&](int64_t r) { return src + r * plan.in_h; }, column_sums);
+    } else {
+      for (int64_t w = 0; w < in_w; ++w) {
+        sum_rows(count, C, 1, [&](int64_t r) { return src + r * plan.in_h + w * plan.in_w; }, column_sums + w * C);
+      }
+    }
+    const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
+    for (int64_t ow = 0; ow < out_w; ++ow) {
+      Acc* __restrict sum = sums.data() + ow * C;
+      const Acc* window = padded.data() + ow * sw * C;
+      for (int64_t c = 0; c < C; ++c) sum[c] = window[c];
+      for (int64_t t = 1; t < kw; ++t) {
+        const Acc* __restrict next = window + t * C;
+        for (int64_t c = 0; c < C; ++c) sum[c] += next[c];
+      }
+      const Acc divisor = row_factor * col_factor[ow];
+      for (int64_t c = 0; c < C; ++c) sum[c] /= divisor;
+      store_row(sum, C, plan.out + n * plan.out_n + oh * plan.out_h + ow * plan.out_w, plan.out_c);
+    }
+  }
+}
+
 template <class T>
 void forward_kernel(const TensorView& input, const TensorView& output, const Windows& win) {
+  const int64_t channels = input.size(-3);
+  if (input.stride(-3) == 1 && input.stride(-1) != 1 && channels > 1) {
+    const bool batched = input.dim() == 4;
+    const ChannelsLastPlan<T> plan{&win,
+                                   channels,
+                                   input.data<T>(),
+                                   output.data<T>(),
+                                   batched ? input.stride(0) : 0,
+                                   input.stride(-2),
+                                   input.stride(-1),
+                                   batched ? output.stride(0) : 0,
+                                   output.stride(-2),
+                                   output.stride(-1),
+                                   output.stride(-3),
+                                   cast_all<AccType<T>>(win.col_factor)};
+    const int64_t work_per_row = channels * std::max<int64_t>(1, win.w.in * (win.h.max_cover + 1) + win.w.out);
+    parallel_for(0, (batched ? input.size(0) : 1) * win.h.out, kMinWorkPerTask / work_per_row + 1,
+                 [&](int64_t lo, int64_t hi) { forward_rows_channels_last(plan, lo, hi); });
+    return;
+  }
   const ForwardPlan<T> plan{&win,
                             planes_of(input),
                             planes_of(output),

@@ -174,6 +174,68 @@ TEST(AvgPool2d, EmptyTensorsGiveShapedResults) {
   for (float v : y0.storage) EXPECT_EQ(v, 0.0f);
 }
 
+// Channels-last inputs run a kernel of their own (all channels of a row at once); it must give the
+// bits of the plane kernel on the same values: dense NHWC, a channel slice of a wider NHWC buffer
+// (pixels not back to back), 3-D (H, W, C) storage, and every parameter family.
+template <class T>
+void expect_channels_last_matches_planes() {
+  const int64_t N = 2, C = 5, H = 11, W = 13, wide_c = 8;
+  for (bool batched : {true, false}) {
+    const int64_t n = batched ? N : 1;
+    const auto values = random_tensor<float>({n, C, H, W}, 31);
+    std::vector<T> x(values.storage.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = store_as<T>(values.storage[i]);
+    std::vector<T> nhwc(static_cast<size_t>(n * H * W * wide_c), store_as<T>(0.0f));
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t w = 0; w < W; ++w)
+            nhwc[static_cast<size_t>(((b * H + h) * W + w) * wide_c + c)] = x[static_cast<size_t>(((b * C + c) * H + h) * W + w)];
+    for (int64_t pixel_step : {C, wide_c}) {  // dense pixels, then a channel slice of 8-channel pixels
+      std::vector<T> storage(nhwc.size());
+      for (int64_t i = 0; i < n * H * W; ++i)
+        for (int64_t c = 0; c < C; ++c) storage[static_cast<size_t>(i * pixel_step + c)] = nhwc[static_cast<size_t>(i * wide_c + c)];
+      std::vector<int64_t> sizes{C, H, W}, strides{1, W * pixel_step, pixel_step};
+      if (batched) {
+        sizes.insert(sizes.begin(), N);
+        strides.insert(strides.begin(), H * W * pixel_step);
+      }
+      const TensorView x_last(storage.data(), dtype_of<T>(), sizes, strides);
+      const std::vector<int64_t> dense_sizes = sizes;
+      const TensorView x_dense(x.data(), dtype_of<T>(), dense_sizes);
+      for (auto [k, s, pad, ceil, include_pad, divisor] :
+           {std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t>{3, 2, 1, false, true, 0},
+            {2, 2, 0, false, true, 0},
+            {3, 1, 1, true, false, 0},
+            {4, 3, 2, true, true, 0},
+            {3, 2, 1, true, false, -5},
+            {1, 2, 0, false, true, 0}}) {
+        AvgPool2dParams p;
+        p.kernel_size = {k};
+        p.stride = {s};
+        p.padding = {pad};
+        p.ceil_mode = ceil;
+        p.count_include_pad = include_pad;
+        p.divisor_override = divisor;
+        const std::vector<int64_t> out_shape = avg_pool2d_output_shape(sizes, p);
+        std::vector<T> y_last(static_cast<size_t>(checked_numel(out_shape))), y_dense(y_last.size());
+        avg_pool2d(x_last, TensorView(y_last.data(), dtype_of<T>(), out_shape), p);
+        avg_pool2d(x_dense, TensorView(y_dense.data(), dtype_of<T>(), out_shape), p);
+        ASSERT_EQ(std::memcmp(y_last.data(), y_dense.data(), y_dense.size() * sizeof(T)), 0)
+            << "k" << k << " s" << s << " p" << pad << " ceil " << ceil << " batched " << batched << " pixel step "
+            << pixel_step;
+      }
+    }
+  }
+}
+
+TEST(AvgPool2d, ChannelsLastInputGivesThePlaneKernelsBits) {
+  expect_channels_last_matches_planes<float>();
+  expect_channels_last_matches_planes<double>();
+  expect_channels_last_matches_planes<Half>();
+  expect_channels_last_matches_planes<BFloat16>();
+}
+
 // PyTorch's sums start from +0, so windows of -0 inputs (or gradients) give +0, not -0.
 TEST(AvgPool2d, NegativeZerosGivePositiveZeros) {
   for (auto [k, s, pad] : {std::tuple<int64_t, int64_t, int64_t>{3, 2, 1}, {1, 1, 0}, {2, 3, 1}}) {
