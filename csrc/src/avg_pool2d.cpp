@@ -189,9 +189,9 @@ struct ForwardPlan {
   std::vector<AccType<T>> col_factor;
 };
 
-// Output rows [lo, hi) (item = plane * out_h + oh): sum the window's input rows, box-filter the
-// columns and pick every sw-th sum. One function with an AVX2 clone: all its loops are unit-stride
-// vector loops in L1-sized scratch rows.
+// Output rows [lo, hi) (item = plane * out_h + oh): sum the window's input rows, then the strided
+// box sums of those column sums (detail::StridedBoxSum). One function with an AVX2 clone: all its
+// loops are unit-stride vector loops in L1-sized scratch rows.
 template <class T>
 SG_SIMD_CLONES void forward_rows(const ForwardPlan<T>& plan, int64_t lo, int64_t hi) {
   using Acc = AccType<T>;
