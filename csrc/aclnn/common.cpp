@@ -50,24 +50,12 @@ bool to_dtype(aclDataType acl, DType* out) {
   }
 }
 
-// Whether the core has kernels for a floating dtype: asks dispatch_floating itself, so float16 and
-// bfloat16 become available here as soon as the core dispatches them.
-bool has_kernels(DType dtype) {
-  try {
-    dispatch_floating(dtype, "", "", [](auto) {});
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
-
 bool accepts(Dtypes dtypes, aclDataType acl) {
   DType dtype;
   if (!to_dtype(acl, &dtype)) return false;
   if (dtypes == Dtypes::kIndex) return dtype == DType::kInt32 || dtype == DType::kInt64;
-  return (dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 ||
-          dtype == DType::kBFloat16) &&
-         has_kernels(dtype);
+  return dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 ||
+         dtype == DType::kBFloat16;
 }
 
 std::string accepted_names(Dtypes dtypes) {
@@ -85,10 +73,7 @@ TensorView view_of(const char* api, const char* name, const aclTensor* t, Dtypes
                    std::initializer_list<aclFormat> formats) {
   check_not_null(api, name, t);
   SG_CHECK_KIND(accepts(dtypes, t->dtype), kType, api, "(): expected ", name, " to have dtype ",
-                accepted_names(dtypes), ", but got ", dtype_name(t->dtype),
-                (t->dtype == ACL_FLOAT16 || t->dtype == ACL_BF16)
-                    ? " (float16 and bfloat16 are not supported on the CPU yet)"
-                    : "");
+                accepted_names(dtypes), ", but got ", dtype_name(t->dtype));
   if (formats.size() != 0) {
     std::string allowed;
     for (aclFormat f : formats) allowed += std::string(allowed.empty() ? "" : ", ") + format_name(f);

@@ -19,16 +19,6 @@ spatialgrad::TensorView core_view(HostTensor<T>& t, spatialgrad::DType dtype) {
   return spatialgrad::TensorView(t.storage.data() + t.offset, dtype, t.shape, t.strides);
 }
 
-// Whether the core dispatches `dtype` (what decides if the C API accepts a floating dtype).
-inline bool core_has_kernels(spatialgrad::DType dtype) {
-  try {
-    spatialgrad::dispatch_floating(dtype, "", "", [](auto) {});
-    return true;
-  } catch (const spatialgrad::Error&) {
-    return false;
-  }
-}
-
 struct HalfCase {
   aclDataType acl;
   spatialgrad::DType core;
@@ -54,23 +44,8 @@ inline std::vector<float> exact_half_values(int64_t n, uint32_t seed) {
   return v;
 }
 
-// The floating dtypes the C API lists as accepted: those the core dispatches, in CANN's order.
-inline std::string accepted_floating() {
-  std::string names;
-  for (const HalfCase& c : {HalfCase{ACL_FLOAT16, spatialgrad::DType::kFloat16, "ACL_FLOAT16"},
-                            HalfCase{ACL_BF16, spatialgrad::DType::kBFloat16, "ACL_BF16"},
-                            HalfCase{ACL_FLOAT, spatialgrad::DType::kFloat32, "ACL_FLOAT"},
-                            HalfCase{ACL_DOUBLE, spatialgrad::DType::kFloat64, "ACL_DOUBLE"}}) {
-    if (core_has_kernels(c.core)) names += (names.empty() ? "" : ", ") + std::string(c.name);
-  }
-  return names;
-}
-
-// What phase one says about a half dtype the core does not dispatch yet.
-inline std::string half_refusal(const char* arg, const char* dtype_name) {
-  return "expected " + std::string(arg) + " to have dtype " + accepted_floating() + ", but got " + dtype_name +
-         " (float16 and bfloat16 are not supported on the CPU yet)";
-}
+// The floating dtypes the C API lists as accepted, in CANN's order.
+inline std::string accepted_floating() { return "ACL_FLOAT16, ACL_BF16, ACL_FLOAT, ACL_DOUBLE"; }
 
 inline size_t count_nonzero(const std::vector<uint16_t>& bits) {
   size_t n = 0;

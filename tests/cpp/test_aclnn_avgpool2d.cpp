@@ -226,9 +226,8 @@ TEST(AclnnAvgPool2dBackward, EmptyTensorsSucceed) {
   EXPECT_ACL_STATUS(run(go3.tensor, self3.tensor, p, gi3.tensor), ACLNN_SUCCESS, "");
 }
 
-// float16 / bfloat16: accepted exactly when the core has kernels for them, and then bit-identical to
-// the core; until then refused in phase one with the documented status and message.
-TEST(AclnnAvgPool2dBackward, HalfDtypesFollowTheCore) {
+// float16 / bfloat16: accepted, and bit-identical to the core.
+TEST(AclnnAvgPool2dBackward, HalfDtypesMatchTheCore) {
   using namespace aclnn_testing;
   Pool p;
   p.count_include_pad = false;
@@ -236,21 +235,17 @@ TEST(AclnnAvgPool2dBackward, HalfDtypesFollowTheCore) {
     SCOPED_TRACE(half.name);
     HostTensor<uint16_t> go({1, 2, 3, 2}, half.acl, half_bits(exact_half_values(12, 61), half.acl)),
         self({1, 2, 5, 4}, half.acl), gi({1, 2, 5, 4}, half.acl, std::vector<uint16_t>(40, 0x7777));
-    if (core_has_kernels(half.core)) {
-      EXPECT_ACL_STATUS(run(go.tensor, self.tensor, p, gi.tensor), ACLNN_SUCCESS, "");
-      HostTensor<uint16_t> expected({1, 2, 5, 4}, half.acl, std::vector<uint16_t>(40, 0x1111));
-      spatialgrad::AvgPool2dParams params;
-      params.kernel_size = p.kernel;
-      params.stride = p.stride;
-      params.padding = p.padding;
-      params.count_include_pad = false;
-      spatialgrad::avg_pool2d_backward(core_view(go, half.core), core_view(self, half.core),
-                                       core_view(expected, half.core), params);
-      EXPECT_EQ(gi.storage, expected.storage);
-      EXPECT_GT(count_nonzero(gi.storage), 0u);
-    } else {
-      EXPECT_ACL_STATUS(run(go.tensor, self.tensor, p, gi.tensor), kInvalid, half_refusal("gradOutput", half.name));
-    }
+    EXPECT_ACL_STATUS(run(go.tensor, self.tensor, p, gi.tensor), ACLNN_SUCCESS, "");
+    HostTensor<uint16_t> expected({1, 2, 5, 4}, half.acl, std::vector<uint16_t>(40, 0x1111));
+    spatialgrad::AvgPool2dParams params;
+    params.kernel_size = p.kernel;
+    params.stride = p.stride;
+    params.padding = p.padding;
+    params.count_include_pad = false;
+    spatialgrad::avg_pool2d_backward(core_view(go, half.core), core_view(self, half.core),
+                                     core_view(expected, half.core), params);
+    EXPECT_EQ(gi.storage, expected.storage);
+    EXPECT_GT(count_nonzero(gi.storage), 0u);
   }
 }
 
@@ -369,14 +364,6 @@ TEST(AclnnAvgPool2dBackwardErrors, Dtypes) {
   HostTensor<double> gi64({1, 2, 5, 4}, ACL_DOUBLE);
   EXPECT_ACL_STATUS(run(a.go.tensor, a.self.tensor, a.p, gi64.tensor), kInvalid,
                     "expected grad_input to have the dtype of grad_output (float32), but got float64");
-  // float16 / bfloat16 (the NPU's dtypes): refused exactly while the core has no kernels for them
-  // (AvgPool2dBackwardHalfDtypesFollowTheCore covers the accepted case).
-  for (const aclnn_testing::HalfCase& half : aclnn_testing::kHalfCases) {
-    if (aclnn_testing::core_has_kernels(half.core)) continue;
-    HostTensor<uint16_t> go({1, 2, 3, 2}, half.acl), self({1, 2, 5, 4}, half.acl), gi({1, 2, 5, 4}, half.acl);
-    EXPECT_ACL_STATUS(run(go.tensor, self.tensor, a.p, gi.tensor), kInvalid,
-                      aclnn_testing::half_refusal("gradOutput", half.name));
-  }
   HostTensor<int32_t> gi32({1, 2, 5, 4}, ACL_INT32);
   EXPECT_ACL_STATUS(run(a.go.tensor, a.self.tensor, a.p, gi32.tensor), kInvalid,
                     "expected gradInput to have dtype " + aclnn_testing::accepted_floating() + ", but got ACL_INT32");

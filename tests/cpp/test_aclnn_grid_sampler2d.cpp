@@ -222,9 +222,8 @@ TEST(AclnnGridSampler2DBackward, EmptyTensors) {
   EXPECT_EQ(gg1.storage, std::vector<float>(18, 0.0f));
 }
 
-// float16 / bfloat16: accepted exactly when the core has kernels for them, and then bit-identical to
-// the core; until then refused in phase one with the documented status and message.
-TEST(AclnnGridSampler2DBackward, HalfDtypesFollowTheCore) {
+// float16 / bfloat16: accepted, and bit-identical to the core.
+TEST(AclnnGridSampler2DBackward, HalfDtypesMatchTheCore) {
   using namespace aclnn_testing;
   Mode m;
   const std::vector<int64_t> in_shape{1, 2, 5, 7}, grid_shape{1, 4, 6, 2}, go_shape{1, 2, 4, 6};
@@ -237,21 +236,16 @@ TEST(AclnnGridSampler2DBackward, HalfDtypesFollowTheCore) {
         grid(grid_shape, half.acl, half_bits(grid_f, half.acl));
     HostTensor<uint16_t> ig(in_shape, half.acl, std::vector<uint16_t>(70, 0x7777)),
         gg(grid_shape, half.acl, std::vector<uint16_t>(48, 0x7777));
-    if (core_has_kernels(half.core)) {
-      EXPECT_ACL_STATUS(run(go.tensor, input.tensor, grid.tensor, m, ig.tensor, gg.tensor), ACLNN_SUCCESS, "");
-      HostTensor<uint16_t> ig_core(in_shape, half.acl, std::vector<uint16_t>(70, 0x1111)),
-          gg_core(grid_shape, half.acl, std::vector<uint16_t>(48, 0x1111));
-      spatialgrad::grid_sampler_2d_backward(core_view(go, half.core), core_view(input, half.core),
-                                            core_view(grid, half.core), core_view(ig_core, half.core),
-                                            core_view(gg_core, half.core), core_params(m));
-      EXPECT_EQ(ig.storage, ig_core.storage);
-      EXPECT_EQ(gg.storage, gg_core.storage);
-      EXPECT_GT(count_nonzero(ig.storage), 0u);
-      EXPECT_GT(count_nonzero(gg.storage), 0u);
-    } else {
-      EXPECT_ACL_STATUS(run(go.tensor, input.tensor, grid.tensor, m, ig.tensor, gg.tensor), kInvalid,
-                        half_refusal("gradOutput", half.name));
-    }
+    EXPECT_ACL_STATUS(run(go.tensor, input.tensor, grid.tensor, m, ig.tensor, gg.tensor), ACLNN_SUCCESS, "");
+    HostTensor<uint16_t> ig_core(in_shape, half.acl, std::vector<uint16_t>(70, 0x1111)),
+        gg_core(grid_shape, half.acl, std::vector<uint16_t>(48, 0x1111));
+    spatialgrad::grid_sampler_2d_backward(core_view(go, half.core), core_view(input, half.core),
+                                          core_view(grid, half.core), core_view(ig_core, half.core),
+                                          core_view(gg_core, half.core), core_params(m));
+    EXPECT_EQ(ig.storage, ig_core.storage);
+    EXPECT_EQ(gg.storage, gg_core.storage);
+    EXPECT_GT(count_nonzero(ig.storage), 0u);
+    EXPECT_GT(count_nonzero(gg.storage), 0u);
   }
 }
 

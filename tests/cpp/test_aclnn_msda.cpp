@@ -217,9 +217,8 @@ TEST(AclnnMultiScaleDeformableAttentionGrad, LevelTableCheckedAgainWhenRun) {
                     "be 40 (the sum of H*W over spatial_shapes), but got 16");
 }
 
-// float16 / bfloat16: accepted exactly when the core has kernels for them, and then bit-identical to
-// the core; until then refused in phase one with the documented status and message.
-TEST(AclnnMultiScaleDeformableAttentionGrad, HalfDtypesFollowTheCore) {
+// float16 / bfloat16: accepted, and bit-identical to the core.
+TEST(AclnnMultiScaleDeformableAttentionGrad, HalfDtypesMatchTheCore) {
   using namespace aclnn_testing;
   const Dims d;
   for (const HalfCase& half : kHalfCases) {
@@ -246,21 +245,16 @@ TEST(AclnnMultiScaleDeformableAttentionGrad, HalfDtypesFollowTheCore) {
     auto t = make(0x7777);
     const aclnnStatus status = run(t->value.tensor, shapes.tensor, starts.tensor, t->location.tensor,
                                    t->weight.tensor, t->grad_output.tensor, t->gv.tensor, t->gl.tensor, t->gw.tensor);
-    if (core_has_kernels(half.core)) {
-      ASSERT_EQ(status, ACLNN_SUCCESS) << aclGetRecentErrMsg();
-      auto c = make(0x1111);
-      spatialgrad::ms_deform_attn_backward(
-          core_view(t->value, half.core), core_view(shapes, DType::kInt64), core_view(starts, DType::kInt64),
-          core_view(t->location, half.core), core_view(t->weight, half.core), core_view(t->grad_output, half.core),
-          core_view(c->gv, half.core), core_view(c->gl, half.core), core_view(c->gw, half.core));
-      EXPECT_EQ(t->gv.storage, c->gv.storage);
-      EXPECT_EQ(t->gl.storage, c->gl.storage);
-      EXPECT_EQ(t->gw.storage, c->gw.storage);
-      EXPECT_GT(count_nonzero(t->gv.storage), 0u);
-    } else {
-      EXPECT_EQ(status, kInvalid);
-      EXPECT_NE(aclnn_testing::take_error_message().find(half_refusal("value", half.name)), std::string::npos);
-    }
+    ASSERT_EQ(status, ACLNN_SUCCESS) << aclGetRecentErrMsg();
+    auto c = make(0x1111);
+    spatialgrad::ms_deform_attn_backward(
+        core_view(t->value, half.core), core_view(shapes, DType::kInt64), core_view(starts, DType::kInt64),
+        core_view(t->location, half.core), core_view(t->weight, half.core), core_view(t->grad_output, half.core),
+        core_view(c->gv, half.core), core_view(c->gl, half.core), core_view(c->gw, half.core));
+    EXPECT_EQ(t->gv.storage, c->gv.storage);
+    EXPECT_EQ(t->gl.storage, c->gl.storage);
+    EXPECT_EQ(t->gw.storage, c->gw.storage);
+    EXPECT_GT(count_nonzero(t->gv.storage), 0u);
   }
 }
 

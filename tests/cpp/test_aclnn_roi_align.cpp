@@ -181,9 +181,8 @@ TEST(AclnnRoiAlignV2Backward, EmptyTensors) {
   EXPECT_ACL_STATUS(run(go0.tensor, boxes2.tensor, {1, 0, 4, 4}, r, gi0.tensor), ACLNN_SUCCESS, "");
 }
 
-// float16 / bfloat16: accepted exactly when the core has kernels for them, and then bit-identical to
-// the core; until then refused in phase one with the documented status and message.
-TEST(AclnnRoiAlignV2Backward, HalfDtypesFollowTheCore) {
+// float16 / bfloat16: accepted, and bit-identical to the core.
+TEST(AclnnRoiAlignV2Backward, HalfDtypesMatchTheCore) {
   using namespace aclnn_testing;
   Roi r;
   const std::vector<int64_t> shape{2, 3, 9, 11};
@@ -193,17 +192,12 @@ TEST(AclnnRoiAlignV2Backward, HalfDtypesFollowTheCore) {
     HostTensor<uint16_t> go({3, 3, 2, 3}, half.acl, half_bits(exact_half_values(54, 21), half.acl));
     HostTensor<uint16_t> boxes({3, 5}, half.acl, half_bits(boxes_f, half.acl));
     HostTensor<uint16_t> gi(shape, half.acl, std::vector<uint16_t>(static_cast<size_t>(numel(shape)), 0x7777));
-    if (core_has_kernels(half.core)) {
-      EXPECT_ACL_STATUS(run(go.tensor, boxes.tensor, shape, r, gi.tensor), ACLNN_SUCCESS, "");
-      HostTensor<uint16_t> expected(shape, half.acl, std::vector<uint16_t>(static_cast<size_t>(numel(shape)), 0x1111));
-      spatialgrad::roi_align_backward(core_view(go, half.core), core_view(boxes, half.core), shape,
-                                      core_view(expected, half.core), core_params(r));
-      EXPECT_EQ(gi.storage, expected.storage);
-      EXPECT_GT(count_nonzero(gi.storage), 0u);
-    } else {
-      EXPECT_ACL_STATUS(run(go.tensor, boxes.tensor, shape, r, gi.tensor), kInvalid,
-                        half_refusal("gradOutput", half.name));
-    }
+    EXPECT_ACL_STATUS(run(go.tensor, boxes.tensor, shape, r, gi.tensor), ACLNN_SUCCESS, "");
+    HostTensor<uint16_t> expected(shape, half.acl, std::vector<uint16_t>(static_cast<size_t>(numel(shape)), 0x1111));
+    spatialgrad::roi_align_backward(core_view(go, half.core), core_view(boxes, half.core), shape,
+                                    core_view(expected, half.core), core_params(r));
+    EXPECT_EQ(gi.storage, expected.storage);
+    EXPECT_GT(count_nonzero(gi.storage), 0u);
   }
 }
 

@@ -181,9 +181,8 @@ TEST(AclnnUpsampleBilinear2dBackwardV2, EmptyTensors) {
   }
 }
 
-// float16 / bfloat16: accepted exactly when the core has kernels for them, and then bit-identical to
-// the core; until then refused in phase one with the documented status and message.
-TEST(AclnnUpsampleBilinear2dBackwardV2, HalfDtypesFollowTheCore) {
+// float16 / bfloat16: accepted, and bit-identical to the core.
+TEST(AclnnUpsampleBilinear2dBackwardV2, HalfDtypesMatchTheCore) {
   using namespace aclnn_testing;
   Up u;
   u.input_size = {1, 3, 3, 4};
@@ -195,17 +194,13 @@ TEST(AclnnUpsampleBilinear2dBackwardV2, HalfDtypesFollowTheCore) {
       const std::vector<int64_t> go_shape = in_order(format, 1, 3, 5, 7);
       HostTensor<uint16_t> go(go_shape, half.acl, half_bits(exact_half_values(105, 41), half.acl), format);
       HostTensor<uint16_t> out(u.input_size, half.acl, std::vector<uint16_t>(36, 0x7777), format);
-      if (core_has_kernels(half.core)) {
-        EXPECT_ACL_STATUS(run(go.tensor, u, out.tensor), ACLNN_SUCCESS, "");
-        HostTensor<uint16_t> expected(u.input_size, half.acl, std::vector<uint16_t>(36, 0x1111));
-        spatialgrad::upsample_bilinear2d_backward(core_view(go, half.core), u.output_size, u.input_size, false, 0, 0,
-                                                  format == ACL_FORMAT_NHWC ? Layout::kNHWC : Layout::kNCHW,
-                                                  core_view(expected, half.core));
-        EXPECT_EQ(out.storage, expected.storage);
-        EXPECT_GT(count_nonzero(out.storage), 0u);
-      } else {
-        EXPECT_ACL_STATUS(run(go.tensor, u, out.tensor), kInvalid, half_refusal("gradOut", half.name));
-      }
+      EXPECT_ACL_STATUS(run(go.tensor, u, out.tensor), ACLNN_SUCCESS, "");
+      HostTensor<uint16_t> expected(u.input_size, half.acl, std::vector<uint16_t>(36, 0x1111));
+      spatialgrad::upsample_bilinear2d_backward(core_view(go, half.core), u.output_size, u.input_size, false, 0, 0,
+                                                format == ACL_FORMAT_NHWC ? Layout::kNHWC : Layout::kNCHW,
+                                                core_view(expected, half.core));
+      EXPECT_EQ(out.storage, expected.storage);
+      EXPECT_GT(count_nonzero(out.storage), 0u);
     }
   }
 }
