@@ -42,63 +42,44 @@ struct Buffer {
 
 void set_threads(benchmark::State& state) { sg::set_num_threads(static_cast<int>(state.range(0))); }
 
+// Last argument of the avg_pool2d and upsample benchmarks: 0 float32, 1 float16, 2 bfloat16.
+sg::DType dtype_arg(benchmark::State& state, int index) {
+  constexpr sg::DType kDtypes[] = {sg::DType::kFloat32, sg::DType::kFloat16, sg::DType::kBFloat16};
+  return kDtypes[state.range(index)];
+}
+
+sg::AvgPool2dParams k3s2p1() {
+  sg::AvgPool2dParams p;
+  p.kernel_size = {3};
+  p.stride = {2};
+  p.padding = {1};
+  return p;
+}
+
+// avg_pool2d k3 s2 p1 at (8,64,112,112); arg 0: threads, arg 1: dtype.
 void BM_avg_pool2d_forward_k3s2(benchmark::State& state) {
   set_threads(state);
-  sg::AvgPool2dParams p;
-  p.kernel_size = {3};
-  p.stride = {2};
-  p.padding = {1};
-  Buffer x({8, 64, 112, 112}, 1), y(sg::avg_pool2d_output_shape({8, 64, 112, 112}, p));
-  for (auto _ : state) sg::avg_pool2d(x.view, y.view, p);
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>((x.data.size() + y.data.size()) * sizeof(float)));
-}
-BENCHMARK(BM_avg_pool2d_forward_k3s2)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
-
-void BM_avg_pool2d_backward_k3s2(benchmark::State& state) {
-  set_threads(state);
-  sg::AvgPool2dParams p;
-  p.kernel_size = {3};
-  p.stride = {2};
-  p.padding = {1};
-  Buffer x({8, 64, 112, 112}, 1), g(sg::avg_pool2d_output_shape({8, 64, 112, 112}, p), 2), gi({8, 64, 112, 112});
-  for (auto _ : state) sg::avg_pool2d_backward(g.view, x.view, gi.view, p);
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>((g.data.size() + gi.data.size()) * sizeof(float)));
-}
-BENCHMARK(BM_avg_pool2d_backward_k3s2)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
-
-// The k3 s2 p1 pair in float16 (arg 2: 0) and bfloat16 (1); arg 1: threads.
-sg::DType half_arg(benchmark::State& state, int index) {
-  return state.range(index) ? sg::DType::kBFloat16 : sg::DType::kFloat16;
-}
-
-void BM_avg_pool2d_forward_k3s2_half(benchmark::State& state) {
-  set_threads(state);
-  sg::AvgPool2dParams p;
-  p.kernel_size = {3};
-  p.stride = {2};
-  p.padding = {1};
-  const sg::DType dtype = half_arg(state, 1);
+  const sg::AvgPool2dParams p = k3s2p1();
+  const sg::DType dtype = dtype_arg(state, 1);
   Buffer x({8, 64, 112, 112}, 1, dtype), y(sg::avg_pool2d_output_shape({8, 64, 112, 112}, p), 0, dtype);
   for (auto _ : state) sg::avg_pool2d(x.view, y.view, p);
   state.SetBytesProcessed(state.iterations() * (x.bytes() + y.bytes()));
 }
-BENCHMARK(BM_avg_pool2d_forward_k3s2_half)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_avg_pool2d_forward_k3s2)->ArgsProduct({{1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_avg_pool2d_backward_k3s2_half(benchmark::State& state) {
+void BM_avg_pool2d_backward_k3s2(benchmark::State& state) {
   set_threads(state);
-  sg::AvgPool2dParams p;
-  p.kernel_size = {3};
-  p.stride = {2};
-  p.padding = {1};
-  const sg::DType dtype = half_arg(state, 1);
+  const sg::AvgPool2dParams p = k3s2p1();
+  const sg::DType dtype = dtype_arg(state, 1);
   Buffer x({8, 64, 112, 112}, 1, dtype), g(sg::avg_pool2d_output_shape({8, 64, 112, 112}, p), 2, dtype),
       gi({8, 64, 112, 112}, 0, dtype);
   for (auto _ : state) sg::avg_pool2d_backward(g.view, x.view, gi.view, p);
   state.SetBytesProcessed(state.iterations() * (g.bytes() + gi.bytes()));
 }
-BENCHMARK(BM_avg_pool2d_backward_k3s2_half)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_avg_pool2d_backward_k3s2)->ArgsProduct({{1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// upsample_bilinear2d (8,64,64,64) -> (128,128), align_corners=False; arg 1: threads, arg 2: 0 NCHW, 1 NHWC.
+// upsample_bilinear2d (8,64,64,64) -> (128,128), align_corners=False; arg 0: threads, arg 1: 0 NCHW,
+// 1 NHWC; arg 2: dtype.
 sg::Layout layout_arg(benchmark::State& state) { return state.range(1) ? sg::Layout::kNHWC : sg::Layout::kNCHW; }
 
 std::vector<int64_t> upsample_shape(sg::Layout layout, int64_t h, int64_t w) {
@@ -108,46 +89,27 @@ std::vector<int64_t> upsample_shape(sg::Layout layout, int64_t h, int64_t w) {
 void BM_upsample_bilinear2d_forward(benchmark::State& state) {
   set_threads(state);
   const sg::Layout layout = layout_arg(state);
-  Buffer x(upsample_shape(layout, 64, 64), 1), y(upsample_shape(layout, 128, 128));
-  for (auto _ : state) sg::upsample_bilinear2d(x.view, {128, 128}, false, 0.0, 0.0, layout, y.view);
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>((x.data.size() + y.data.size()) * sizeof(float)));
-}
-BENCHMARK(BM_upsample_bilinear2d_forward)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
-
-void BM_upsample_bilinear2d_backward(benchmark::State& state) {
-  set_threads(state);
-  const sg::Layout layout = layout_arg(state);
-  const std::vector<int64_t> in_size = upsample_shape(layout, 64, 64);
-  Buffer g(upsample_shape(layout, 128, 128), 2), gi(in_size);
-  for (auto _ : state) sg::upsample_bilinear2d_backward(g.view, {128, 128}, in_size, false, 0.0, 0.0, layout, gi.view);
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>((g.data.size() + gi.data.size()) * sizeof(float)));
-}
-BENCHMARK(BM_upsample_bilinear2d_backward)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
-// upsample_bilinear2d in float16 (arg 3: 0) and bfloat16 (1); args 1, 2 as above.
-void BM_upsample_bilinear2d_forward_half(benchmark::State& state) {
-  set_threads(state);
-  const sg::Layout layout = layout_arg(state);
-  const sg::DType dtype = half_arg(state, 2);
+  const sg::DType dtype = dtype_arg(state, 2);
   Buffer x(upsample_shape(layout, 64, 64), 1, dtype), y(upsample_shape(layout, 128, 128), 0, dtype);
   for (auto _ : state) sg::upsample_bilinear2d(x.view, {128, 128}, false, 0.0, 0.0, layout, y.view);
   state.SetBytesProcessed(state.iterations() * (x.bytes() + y.bytes()));
 }
-BENCHMARK(BM_upsample_bilinear2d_forward_half)
-    ->ArgsProduct({{1, 2}, {0, 1}, {0, 1}})
+BENCHMARK(BM_upsample_bilinear2d_forward)
+    ->ArgsProduct({{1, 2}, {0, 1}, {0, 1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-void BM_upsample_bilinear2d_backward_half(benchmark::State& state) {
+void BM_upsample_bilinear2d_backward(benchmark::State& state) {
   set_threads(state);
   const sg::Layout layout = layout_arg(state);
-  const sg::DType dtype = half_arg(state, 2);
+  const sg::DType dtype = dtype_arg(state, 2);
   const std::vector<int64_t> in_size = upsample_shape(layout, 64, 64);
   Buffer g(upsample_shape(layout, 128, 128), 2, dtype), gi(in_size, 0, dtype);
   for (auto _ : state) sg::upsample_bilinear2d_backward(g.view, {128, 128}, in_size, false, 0.0, 0.0, layout, gi.view);
   state.SetBytesProcessed(state.iterations() * (g.bytes() + gi.bytes()));
 }
-BENCHMARK(BM_upsample_bilinear2d_backward_half)
-    ->ArgsProduct({{1, 2}, {0, 1}, {0, 1}})
+BENCHMARK(BM_upsample_bilinear2d_backward)
+    ->ArgsProduct({{1, 2}, {0, 1}, {0, 1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
