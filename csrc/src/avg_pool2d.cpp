@@ -202,8 +202,7 @@ SG_SIMD_CLONES void forward_rows(const ForwardPlan<T>& plan, int64_t lo, int64_t
   Acc* column_sums = box.input();
   const Acc* col_factor = plan.col_factor.data();
   // float16: input rows widened once each into a ring that holds the rows of the current window.
-  int64_t window_rows = 1;
-  for (int64_t o = 0; o < out_h; ++o) window_rows = std::max(window_rows, win.h.end[o] - win.h.start[o]);
+  const int64_t window_rows = std::max<int64_t>(win.h.max_window, 1);
   std::vector<Acc> ring(kWidenRows<T> ? static_cast<size_t>(window_rows * in_w) : 0);
   const T* src = nullptr;
   T* dst = nullptr;
@@ -304,7 +303,7 @@ void forward_kernel(const TensorView& input, const TensorView& output, const Win
                                    output.stride(-1),
                                    output.stride(-3),
                                    cast_all<AccType<T>>(win.col_factor)};
-    const int64_t work_per_row = channels * std::max<int64_t>(1, win.w.in * (win.h.max_cover + 1) + win.w.out);
+    const int64_t work_per_row = channels * std::max<int64_t>(1, win.w.in * (win.h.max_window + 1) + win.w.out);
     parallel_for(0, (batched ? input.size(0) : 1) * win.h.out, kMinWorkPerTask / work_per_row + 1,
                  [&](int64_t lo, int64_t hi) { forward_rows_channels_last(plan, lo, hi); });
     return;
@@ -319,7 +318,7 @@ void forward_kernel(const TensorView& input, const TensorView& output, const Win
                             output.stride(-2),
                             output.stride(-1),
                             cast_all<AccType<T>>(win.col_factor)};
-  const int64_t work_per_row = std::max<int64_t>(1, win.w.in * (win.h.max_cover + 1) + win.w.out);
+  const int64_t work_per_row = std::max<int64_t>(1, win.w.in * (win.h.max_window + 1) + win.w.out);
   parallel_for(0, plan.in_planes.count * win.h.out, kMinWorkPerTask / work_per_row + 1,
                [&](int64_t lo, int64_t hi) { forward_rows(plan, lo, hi); });
 }

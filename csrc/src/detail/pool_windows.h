@@ -18,7 +18,8 @@ struct PoolAxis {
   std::vector<int64_t> start, end, pool;
   // Backward: the windows that cover input index i are exactly [first[i], last[i]).
   std::vector<int64_t> first, last;
-  int64_t max_cover = 0;  // max over i of last[i] - first[i]
+  int64_t max_cover = 0;   // max over i of last[i] - first[i]
+  int64_t max_window = 0;  // max over o of end[o] - start[o]
 };
 
 inline PoolAxis make_pool_axis(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t pad) {
@@ -34,6 +35,7 @@ inline PoolAxis make_pool_axis(int64_t in, int64_t out, int64_t kernel, int64_t 
     axis.pool[o] = hi - lo;
     axis.start[o] = std::max<int64_t>(lo, 0);
     axis.end[o] = std::max(std::min<int64_t>(hi, in), axis.start[o]);
+    axis.max_window = std::max(axis.max_window, axis.end[o] - axis.start[o]);
   }
   // Window starts and ends are non-decreasing in o, so the covering windows of i form a range
   // that two sweeping pointers find.
