@@ -1,12 +1,24 @@
 // The one way kernels run in parallel. Backed by OpenMP, but kernels never include omp.h.
 //
-// parallel_for(begin, end, grain, fn) splits [begin, end) into at most get_num_threads() contiguous
-// chunks of at least `grain` items and calls fn(chunk_begin, chunk_end) once per chunk. A range of at
-// most `grain` items, a single thread, or a call from inside a parallel region runs inline. Kernels
-// make each chunk write a disjoint part of the output, so results never depend on the thread count.
+// parallel_for(begin, end, grain, fn) cuts [begin, end) into contiguous chunks of at least `grain`
+// items (about kChunksPerThread per thread) and calls fn(chunk_begin, chunk_end) once per chunk, on
+// whichever thread asks first. A range of at most `grain` items, a single thread, or a call from inside
+// a parallel region runs inline as one fn(begin, end). Kernels make each chunk write a disjoint part of
+// the output and compute each item the same way whatever chunk it is in, so results never depend on
+// the thread count or on which thread took which chunk.
+//
+// Why chunks are handed out rather than split once per thread: on shared machines a thread often
+// starts late or is preempted (an idle core can take milliseconds to be scheduled again, measured on
+// our CI machines); with a fixed split the call waits for its slowest thread, with a queue the others
+// take that thread's remaining chunks.
+//
+// parallel_chunks(begin, end, grain, chunk, fn) is the same with fn(queue) called once per thread, for
+// kernels whose per-task setup is heavy: the thread keeps its scratch and takes chunks of `chunk`
+// items (<= 0: the parallel_for size) from the shared queue until it is empty.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <exception>
 
@@ -18,40 +30,69 @@ void set_num_threads(int n);
 int get_num_threads();
 
 namespace detail {
-int current_thread_index();
-int current_team_size();
 bool in_parallel_region();
 }  // namespace detail
 
+// Chunks per thread when the kernel leaves the size to parallel_chunks: enough for a late or
+// preempted thread's share to be taken by the others, few enough that per-chunk setup stays small.
+constexpr int64_t kChunksPerThread = 4;
+
+// The chunks of [begin, end), in order, to whichever thread asks first.
+class ChunkQueue {
+ public:
+  ChunkQueue(int64_t begin, int64_t end, int64_t chunk) : next_(begin), end_(end), chunk_(std::max<int64_t>(chunk, 1)) {}
+  ChunkQueue(const ChunkQueue&) = delete;
+  ChunkQueue& operator=(const ChunkQueue&) = delete;
+
+  // The next chunk [lo, hi); false when none is left.
+  bool next(int64_t& lo, int64_t& hi) {
+    if (next_.load(std::memory_order_relaxed) >= end_) return false;  // no fetch_add past the end
+    lo = next_.fetch_add(chunk_, std::memory_order_relaxed);
+    if (lo >= end_) return false;
+    hi = std::min(end_, lo + chunk_);
+    return true;
+  }
+
+ private:
+  std::atomic<int64_t> next_;
+  const int64_t end_, chunk_;
+};
+
 template <class Fn>
-void parallel_for(int64_t begin, int64_t end, int64_t grain, const Fn& fn) {
+void parallel_chunks(int64_t begin, int64_t end, int64_t grain, int64_t chunk, const Fn& fn) {
   if (begin >= end) return;
   const int64_t count = end - begin;
   grain = std::max<int64_t>(grain, 1);
   const int64_t max_tasks = (count + grain - 1) / grain;
-  const int tasks = static_cast<int>(std::min<int64_t>(get_num_threads(), max_tasks));
-  if (tasks <= 1 || detail::in_parallel_region()) {
-    fn(begin, end);
+  const int threads = static_cast<int>(std::min<int64_t>(get_num_threads(), max_tasks));
+  if (threads <= 1 || detail::in_parallel_region()) {
+    ChunkQueue whole(begin, end, count);
+    fn(whole);
     return;
   }
+  if (chunk <= 0) {
+    const int64_t parts = threads * kChunksPerThread;
+    chunk = std::max(grain, (count + parts - 1) / parts);
+  }
+  ChunkQueue queue(begin, end, chunk);
   std::exception_ptr error = nullptr;
-#pragma omp parallel num_threads(tasks)
+#pragma omp parallel num_threads(threads)
   {
-    // The runtime may grant fewer threads than asked for: split by the team actually running.
-    const int64_t team = detail::current_team_size();
-    const int64_t chunk = (count + team - 1) / team;
-    const int64_t lo = begin + detail::current_thread_index() * chunk;
-    const int64_t hi = std::min(end, lo + chunk);
-    if (lo < hi) {
-      try {
-        fn(lo, hi);
-      } catch (...) {
+    try {
+      fn(queue);
+    } catch (...) {
 #pragma omp critical(spatialgrad_parallel_error)
-        if (!error) error = std::current_exception();
-      }
+      if (!error) error = std::current_exception();
     }
   }
   if (error) std::rethrow_exception(error);
+}
+
+template <class Fn>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const Fn& fn) {
+  parallel_chunks(begin, end, grain, 0, [&](ChunkQueue& queue) {
+    for (int64_t lo, hi; queue.next(lo, hi);) fn(lo, hi);
+  });
 }
 
 }  // namespace spatialgrad
