@@ -308,24 +308,27 @@ void forward_kernel(const Problem& pb, const TensorView& value, const TensorView
   // Items are (b, h, query block), so the items of one thread share a packed value slice.
   const int64_t items = pb.batch * pb.heads * blocks;
   const double work_per_item = static_cast<double>(std::min(Q, kQueryBlock)) * L * P * (4 * C + 16) + 1;
-  parallel_for(0, items, grain_for(work_per_item), [&](int64_t lo, int64_t hi) {
+  // Scratch (and the packed slice) per thread, kept across its chunks.
+  parallel_chunks(0, items, grain_for(work_per_item), 0, [&](ChunkQueue& queue) {
     std::vector<Acc> rows(static_cast<size_t>(layout.rows * C), Acc(0));      // borders stay zero
     std::vector<Acc> acc(static_cast<size_t>(std::min(Q, kQueryBlock) * C));  // the block's output rows
     int64_t packed = -1;                                                      // the (b, h) pair in `rows`
-    for (int64_t item = lo; item < hi; ++item) {
-      const int64_t pair = item / blocks, block = item % blocks;
-      const int64_t b = pair / pb.heads, h = pair % pb.heads;
-      if (pair != packed) {
-        pack_value_slice<T>(value, args.st, layout, b, h, C, rows.data());
-        packed = pair;
-      }
-      const int64_t q_begin = block * kQueryBlock, q_end = std::min(Q, q_begin + kQueryBlock);
-      std::fill(acc.begin(), acc.end(), Acc(0));
-      forward_block(args, layout, b, h, q_begin, q_end, rows.data(), acc.data());
-      for (int64_t q = q_begin; q < q_end; ++q) {
-        T* dst = out + b * os0 + q * os1 + h * C * os2;
-        const Acc* src = acc.data() + (q - q_begin) * C;
-        for (int64_t c = 0; c < C; ++c) dst[c * os2] = store_as<T>(src[c]);
+    for (int64_t lo, hi; queue.next(lo, hi);) {
+      for (int64_t item = lo; item < hi; ++item) {
+        const int64_t pair = item / blocks, block = item % blocks;
+        const int64_t b = pair / pb.heads, h = pair % pb.heads;
+        if (pair != packed) {
+          pack_value_slice<T>(value, args.st, layout, b, h, C, rows.data());
+          packed = pair;
+        }
+        const int64_t q_begin = block * kQueryBlock, q_end = std::min(Q, q_begin + kQueryBlock);
+        std::fill(acc.begin(), acc.end(), Acc(0));
+        forward_block(args, layout, b, h, q_begin, q_end, rows.data(), acc.data());
+        for (int64_t q = q_begin; q < q_end; ++q) {
+          T* dst = out + b * os0 + q * os1 + h * C * os2;
+          const Acc* src = acc.data() + (q - q_begin) * C;
+          for (int64_t c = 0; c < C; ++c) dst[c * os2] = store_as<T>(src[c]);
+        }
       }
     }
   });
@@ -622,23 +625,26 @@ void backward_kernel(const Problem& pb, const TensorView& value, const TensorVie
   const double work_per_item = static_cast<double>(Q) * L * P * (12 * C + 32) + 3.0 * layout.rows * C + 1;
   int64_t max_height = 0;
   for (const DeformLevel& level : pb.level_table) max_height = std::max(max_height, level.height);
-  parallel_for(0, pb.batch * pb.heads, grain_for(work_per_item), [&](int64_t lo, int64_t hi) {
+  // One pair per chunk: few, long tasks, so a late thread's pairs go to the others (parallel.h).
+  parallel_chunks(0, pb.batch * pb.heads, grain_for(work_per_item), 1, [&](ChunkQueue& queue) {
     std::vector<Acc> rows(static_cast<size_t>(layout.rows * C), Acc(0));  // borders stay zero
     std::vector<Acc> grads(static_cast<size_t>(layout.rows * C));
     std::vector<Acc> g(static_cast<size_t>(Q * C));  // grad_output[b, :, h, :]
     LevelScratch<Acc> scratch(max_height);
-    for (int64_t pair = lo; pair < hi; ++pair) {
-      const int64_t b = pair / pb.heads, h = pair % pb.heads;
-      pack_value_slice<T>(value, args.st, layout, b, h, C, rows.data());
-      std::fill(grads.begin(), grads.end(), Acc(0));
-      pack_grad_output_slice<T>(grad_output, b, h, Q, C, g.data());
-      // Level by level, so the rows one pass touches are those of one level (less cache pressure);
-      // each grad_value row still receives its updates in query-then-point order.
-      for (int64_t l = 0; l < L; ++l) {
-        backward_level(args, out, Q, b, h, l, layout.levels[static_cast<size_t>(l)], rows.data(), g.data(),
-                       grads.data(), scratch);
+    for (int64_t lo, hi; queue.next(lo, hi);) {
+      for (int64_t pair = lo; pair < hi; ++pair) {
+        const int64_t b = pair / pb.heads, h = pair % pb.heads;
+        pack_value_slice<T>(value, args.st, layout, b, h, C, rows.data());
+        std::fill(grads.begin(), grads.end(), Acc(0));
+        pack_grad_output_slice<T>(grad_output, b, h, Q, C, g.data());
+        // Level by level, so the rows one pass touches are those of one level (less cache pressure);
+        // each grad_value row still receives its updates in query-then-point order.
+        for (int64_t l = 0; l < L; ++l) {
+          backward_level(args, out, Q, b, h, l, layout.levels[static_cast<size_t>(l)], rows.data(), g.data(),
+                         grads.data(), scratch);
+        }
+        unpack_grad_slice(grads.data(), layout, C, gv + b * gvs[0] + h * gvs[2], gvs);
       }
-      unpack_grad_slice(grads.data(), layout, C, gv + b * gvs[0] + h * gvs[2], gvs);
     }
   });
 }
