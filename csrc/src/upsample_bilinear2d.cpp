@@ -554,6 +554,7 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
     std::vector<Acc> rows(static_cast<size_t>(max_chunk_outputs * channels));  // (ow - ow_begin, c)
     std::vector<Acc> sum(static_cast<size_t>(channels));
     std::vector<const T*> g_rows(static_cast<size_t>(tab.h.max_sources));
+    std::vector<const T*> g_rows_next(static_cast<size_t>(tab.h.max_sources));
     std::vector<const Acc*> r_rows(static_cast<size_t>(tab.w.max_sources));
     // float16 source rows are converted whole, as in backward_nchw.
     std::vector<float> wide(kWidenRows ? static_cast<size_t>(tab.h.max_sources * max_chunk_outputs * channels) : 0);
@@ -567,11 +568,12 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
         continue;
       }
       const T* g_image = go + n * gs.n;
-      if (ih + 1 < in_h && dense_g) {  // as in backward_nchw: overlap the next row's new loads with this row
+      // As in backward_nchw, the next input row's new grad_output rows are requested during this row,
+      // a chunk's columns at a time: one burst per row overflows the miss queue and stalls.
+      int64_t prefetch_count = 0;
+      if (ih + 1 < in_h && dense_g) {
         for (int64_t e = tab.h.start[ih + 1]; e < tab.h.start[ih + 2]; ++e) {
-          if (tab.h.source[e] > tab.h.source[e_end - 1]) {  // not read by this row
-            prefetch_row(g_image + tab.h.source[e] * gs.h, out_w * channels);
-          }
+          if (tab.h.source[e] > tab.h.source[e_end - 1]) g_rows_next[prefetch_count++] = g_image + tab.h.source[e] * gs.h;
         }
       }
       const int64_t h_count = e_end - e_begin;
@@ -579,6 +581,7 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
       for (const ColumnChunk& chunk : chunks) {
         // H pass over the output columns the chunk reads.
         const int64_t ow0 = chunk.ow_begin, width = chunk.ow_end - chunk.ow_begin;
+        for (int64_t k = 0; k < prefetch_count; ++k) prefetch_row(g_rows_next[k] + ow0 * channels, width * channels);
         if constexpr (kWidenRows) {
           const int64_t len = width * channels;
           for (int64_t k = 0; k < h_count; ++k) {
