@@ -36,6 +36,14 @@ int get_num_threads() {
 
 namespace detail {
 
+int current_thread_index() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
 bool in_parallel_region() {
 #ifdef _OPENMP
   return omp_in_parallel() != 0;

@@ -92,6 +92,27 @@ TEST_F(ThreadSetting, AHeldUpThreadLeavesItsChunksToTheOthers) {
   EXPECT_EQ(fewest, 1) << "the sleeping thread should have done only the chunk it slept in";
 }
 
+// Without delays each thread works through its own contiguous share first.
+TEST_F(ThreadSetting, ThreadsStartOnTheirOwnShares) {
+  set_num_threads(2);
+  std::mutex mutex;
+  std::map<std::thread::id, int64_t> first_item;
+  parallel_chunks(0, 100, 1, 10, [&](ChunkQueue& queue) {
+    int64_t lo = 0, hi = 0;
+    if (!queue.next(lo, hi)) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      first_item[std::this_thread::get_id()] = lo;
+    }
+    while (queue.next(lo, hi)) {
+    }
+  });
+  std::set<int64_t> firsts;
+  for (const auto& entry : first_item) firsts.insert(entry.second);
+  if (firsts.size() == 2) EXPECT_EQ(firsts, (std::set<int64_t>{0, 50}));
+  for (int64_t first : firsts) EXPECT_TRUE(first == 0 || first == 50) << first;
+}
+
 TEST_F(ThreadSetting, NonZeroBegin) {
   set_num_threads(2);
   std::atomic<int64_t> sum{0};

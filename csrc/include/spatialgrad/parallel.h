@@ -1,26 +1,27 @@
 // The one way kernels run in parallel. Backed by OpenMP, but kernels never include omp.h.
 //
 // parallel_for(begin, end, grain, fn) cuts [begin, end) into contiguous chunks of at least `grain`
-// items (about kChunksPerThread per thread) and calls fn(chunk_begin, chunk_end) once per chunk, on
-// whichever thread asks first. A range of at most `grain` items, a single thread, or a call from inside
-// a parallel region runs inline as one fn(begin, end). Kernels make each chunk write a disjoint part of
-// the output and compute each item the same way whatever chunk it is in, so results never depend on
-// the thread count or on which thread took which chunk.
+// items (about kChunksPerThread per thread) and calls fn(chunk_begin, chunk_end) once per chunk. Each
+// thread first takes the chunks of its own share of the range, in order, then helps with the others'
+// (ChunkQueue). A range of at most `grain` items, a single thread, or a call from inside a parallel
+// region runs inline as one fn(begin, end). Kernels make each chunk write a disjoint part of the output
+// and compute each item the same way whatever chunk it is in, so results never depend on the thread
+// count or on which thread took which chunk.
 //
-// Why chunks are handed out rather than split once per thread: on shared machines a thread often
-// starts late or is preempted (an idle core can take milliseconds to be scheduled again, measured on
-// our CI machines); with a fixed split the call waits for its slowest thread, with a queue the others
-// take that thread's remaining chunks.
+// Why not one fixed share per thread: on shared machines a thread often starts late or is preempted
+// (an idle core can take milliseconds to be scheduled again, measured on our CI machines); with fixed
+// shares the call waits for its slowest thread, here the others take what that thread has not begun.
 //
 // parallel_chunks(begin, end, grain, chunk, fn) is the same with fn(queue) called once per thread, for
 // kernels whose per-task setup is heavy: the thread keeps its scratch and takes chunks of `chunk`
-// items (<= 0: the parallel_for size) from the shared queue until it is empty.
+// items (<= 0: the parallel_for size) from the queue until it is empty.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <memory>
 
 namespace spatialgrad {
 
@@ -30,6 +31,7 @@ void set_num_threads(int n);
 int get_num_threads();
 
 namespace detail {
+int current_thread_index();  // within the running parallel region (0 outside one)
 bool in_parallel_region();
 }  // namespace detail
 
@@ -37,25 +39,47 @@ bool in_parallel_region();
 // preempted thread's share to be taken by the others, few enough that per-chunk setup stays small.
 constexpr int64_t kChunksPerThread = 4;
 
-// The chunks of [begin, end), in order, to whichever thread asks first.
+// The chunks of [begin, end), cut into one contiguous region of chunks per thread. A thread takes the
+// chunks of its own region in order (the locality of a fixed split: neighbouring items, such as
+// those sharing an input plane, stay on one thread), then, when its region is done, the next chunks
+// of the other regions.
 class ChunkQueue {
  public:
-  ChunkQueue(int64_t begin, int64_t end, int64_t chunk) : next_(begin), end_(end), chunk_(std::max<int64_t>(chunk, 1)) {}
+  ChunkQueue(int64_t begin, int64_t end, int64_t chunk, int regions)
+      : begin_(begin), end_(end), chunk_(std::max<int64_t>(chunk, 1)), regions_(std::max(regions, 1)),
+        region_(new Region[static_cast<size_t>(regions_)]) {
+    const int64_t chunks = (end - begin + chunk_ - 1) / chunk_;
+    for (int r = 0; r < regions_; ++r) {
+      region_[r].next.store(chunks * r / regions_, std::memory_order_relaxed);
+      region_[r].end = chunks * (r + 1) / regions_;
+    }
+  }
   ChunkQueue(const ChunkQueue&) = delete;
   ChunkQueue& operator=(const ChunkQueue&) = delete;
 
-  // The next chunk [lo, hi); false when none is left.
+  // The calling thread's next chunk [lo, hi); false when none is left.
   bool next(int64_t& lo, int64_t& hi) {
-    if (next_.load(std::memory_order_relaxed) >= end_) return false;  // no fetch_add past the end
-    lo = next_.fetch_add(chunk_, std::memory_order_relaxed);
-    if (lo >= end_) return false;
-    hi = std::min(end_, lo + chunk_);
-    return true;
+    const int own = detail::current_thread_index() % regions_;
+    for (int k = 0; k < regions_; ++k) {
+      Region& region = region_[(own + k) % regions_];
+      if (region.next.load(std::memory_order_relaxed) >= region.end) continue;  // no fetch_add past the end
+      const int64_t index = region.next.fetch_add(1, std::memory_order_relaxed);
+      if (index >= region.end) continue;
+      lo = begin_ + index * chunk_;
+      hi = std::min(end_, lo + chunk_);
+      return true;
+    }
+    return false;
   }
 
  private:
-  std::atomic<int64_t> next_;
-  const int64_t end_, chunk_;
+  struct alignas(64) Region {  // one cache line each: the owners' counters do not share lines
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+  const int64_t begin_, end_, chunk_;
+  const int regions_;
+  std::unique_ptr<Region[]> region_;
 };
 
 template <class Fn>
@@ -66,7 +90,7 @@ void parallel_chunks(int64_t begin, int64_t end, int64_t grain, int64_t chunk, c
   const int64_t max_tasks = (count + grain - 1) / grain;
   const int threads = static_cast<int>(std::min<int64_t>(get_num_threads(), max_tasks));
   if (threads <= 1 || detail::in_parallel_region()) {
-    ChunkQueue whole(begin, end, count);
+    ChunkQueue whole(begin, end, count, 1);
     fn(whole);
     return;
   }
@@ -74,7 +98,7 @@ void parallel_chunks(int64_t begin, int64_t end, int64_t grain, int64_t chunk, c
     const int64_t parts = threads * kChunksPerThread;
     chunk = std::max(grain, (count + parts - 1) / parts);
   }
-  ChunkQueue queue(begin, end, chunk);
+  ChunkQueue queue(begin, end, chunk, threads);
   std::exception_ptr error = nullptr;
 #pragma omp parallel num_threads(threads)
   {
