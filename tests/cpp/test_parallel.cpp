@@ -92,25 +92,20 @@ TEST_F(ThreadSetting, AHeldUpThreadLeavesItsChunksToTheOthers) {
   EXPECT_EQ(fewest, 1) << "the sleeping thread should have done only the chunk it slept in";
 }
 
-// Without delays each thread works through its own contiguous share first.
-TEST_F(ThreadSetting, ThreadsStartOnTheirOwnShares) {
-  set_num_threads(2);
-  std::mutex mutex;
-  std::map<std::thread::id, int64_t> first_item;
-  parallel_chunks(0, 100, 1, 10, [&](ChunkQueue& queue) {
-    int64_t lo = 0, hi = 0;
-    if (!queue.next(lo, hi)) return;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      first_item[std::this_thread::get_id()] = lo;
-    }
-    while (queue.next(lo, hi)) {
-    }
-  });
-  std::set<int64_t> firsts;
-  for (const auto& entry : first_item) firsts.insert(entry.second);
-  if (firsts.size() == 2) EXPECT_EQ(firsts, (std::set<int64_t>{0, 50}));
-  for (int64_t first : firsts) EXPECT_TRUE(first == 0 || first == 50) << first;
+// A thread takes its own region's chunks in order, then the other regions'. (Outside a parallel
+// region the caller is thread 0, so the order is deterministic here.)
+TEST(ChunkQueue, OwnRegionFirstThenTheOthers) {
+  ChunkQueue queue(3, 26, 5, 3);  // chunks 3, 8, 13, 18, 23 (the last 3 long); regions {3}, {8, 13}, {18, 23}
+  std::vector<int64_t> starts;
+  for (int64_t lo, hi; queue.next(lo, hi);) {
+    EXPECT_EQ(hi, std::min<int64_t>(lo + 5, 26));
+    starts.push_back(lo);
+  }
+  EXPECT_EQ(starts, (std::vector<int64_t>{3, 8, 13, 18, 23}));
+  ChunkQueue more_regions_than_chunks(0, 2, 1, 4);
+  int64_t lo = 0, hi = 0, count = 0;
+  while (more_regions_than_chunks.next(lo, hi)) ++count;
+  EXPECT_EQ(count, 2);
 }
 
 TEST_F(ThreadSetting, NonZeroBegin) {
