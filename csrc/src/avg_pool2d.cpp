@@ -178,14 +178,27 @@ SG_INLINE void store_row(const Acc* __restrict src, int64_t n, T* dst, int64_t s
   }
 }
 
-// What a forward task needs of the call.
+// What a task of forward_rows or backward_rows needs of the call: the planes it reads (src: input or
+// grad_output) and those it writes (dst: output or grad_input).
 template <class T>
-struct ForwardPlan {
+struct PlanePlan {
+  PlanePlan(const Windows& windows, const TensorView& from, const TensorView& to)
+      : win(&windows),
+        src_planes(planes_of(from)),
+        dst_planes(planes_of(to)),
+        src(from.data<T>()),
+        dst(to.data<T>()),
+        src_h(from.stride(-2)),
+        src_w(from.stride(-1)),
+        dst_h(to.stride(-2)),
+        dst_w(to.stride(-1)),
+        col_factor(cast_all<AccType<T>>(windows.col_factor)) {}
+
   const Windows* win;
-  Planes in_planes, out_planes;
-  const T* in;
-  T* out;
-  int64_t ish, isw, osh, osw;
+  Planes src_planes, dst_planes;
+  const T* src;
+  T* dst;
+  int64_t src_h, src_w, dst_h, dst_w;
   std::vector<AccType<T>> col_factor;
 };
 
@@ -193,7 +206,7 @@ struct ForwardPlan {
 // box sums of those column sums (detail::StridedBoxSum). One function with an AVX2 clone: all its
 // loops are unit-stride vector loops in L1-sized scratch rows.
 template <class T>
-SG_SIMD_CLONES void forward_rows(const ForwardPlan<T>& plan, int64_t lo, int64_t hi) {
+SG_SIMD_CLONES void forward_rows(const PlanePlan<T>& plan, int64_t lo, int64_t hi) {
   using Acc = AccType<T>;
   const Windows& win = *plan.win;
   const int64_t in_w = win.w.in, out_h = win.h.out, out_w = win.w.out;
@@ -211,25 +224,25 @@ SG_SIMD_CLONES void forward_rows(const ForwardPlan<T>& plan, int64_t lo, int64_t
   for (int64_t item = lo; item < hi; ++item, ++oh) {
     if (oh == out_h || ring_next < 0) {
       if (oh == out_h) ++plane, oh = 0;
-      src = plan.in + plan.in_planes.offset(plane);
-      dst = plan.out + plan.out_planes.offset(plane);
+      src = plan.src + plan.src_planes.offset(plane);
+      dst = plan.dst + plan.dst_planes.offset(plane);
       ring_next = win.h.start[oh];
     }
     const int64_t first = win.h.start[oh], count = win.h.end[oh] - first;
     if constexpr (kWidenRows<T>) {
       for (int64_t h = std::max(ring_next, first); h < first + count; ++h) {
-        detail::widen_row(src + h * plan.ish, plan.isw, in_w, ring.data() + (h % window_rows) * in_w);
+        detail::widen_row(src + h * plan.src_h, plan.src_w, in_w, ring.data() + (h % window_rows) * in_w);
       }
       ring_next = std::max(ring_next, first + count);
       sum_rows(count, in_w, 1, [&](int64_t r) { return ring.data() + ((first + r) % window_rows) * in_w; },
                column_sums);
     } else {
-      sum_rows(count, in_w, plan.isw, [&](int64_t r) { return src + (first + r) * plan.ish; }, column_sums);
+      sum_rows(count, in_w, plan.src_w, [&](int64_t r) { return src + (first + r) * plan.src_h; }, column_sums);
     }
     box.run(sums.data());
     const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
     for (int64_t ow = 0; ow < out_w; ++ow) sums[ow] /= row_factor * col_factor[ow];
-    store_row(sums.data(), out_w, dst + oh * plan.osh, plan.osw);
+    store_row(sums.data(), out_w, dst + oh * plan.dst_h, plan.dst_w);
   }
 }
 
@@ -308,31 +321,11 @@ void forward_kernel(const TensorView& input, const TensorView& output, const Win
                  [&](int64_t lo, int64_t hi) { forward_rows_channels_last(plan, lo, hi); });
     return;
   }
-  const ForwardPlan<T> plan{&win,
-                            planes_of(input),
-                            planes_of(output),
-                            input.data<T>(),
-                            output.data<T>(),
-                            input.stride(-2),
-                            input.stride(-1),
-                            output.stride(-2),
-                            output.stride(-1),
-                            cast_all<AccType<T>>(win.col_factor)};
+  const PlanePlan<T> plan(win, input, output);
   const int64_t work_per_row = std::max<int64_t>(1, win.w.in * (win.h.max_window + 1) + win.w.out);
-  parallel_for(0, plan.in_planes.count * win.h.out, kMinWorkPerTask / work_per_row + 1,
+  parallel_for(0, plan.src_planes.count * win.h.out, kMinWorkPerTask / work_per_row + 1,
                [&](int64_t lo, int64_t hi) { forward_rows(plan, lo, hi); });
 }
-
-// What a backward task needs of the call.
-template <class T>
-struct BackwardPlan {
-  const Windows* win;
-  Planes go_planes, gi_planes;
-  const T* go;
-  T* gi;
-  int64_t gsh, gsw, ish, isw;
-  std::vector<AccType<T>> col_factor;
-};
 
 // Gather form: each grad_input element sums the scaled gradients (g / divisor) of the windows that
 // cover it and is written once. Input rows [lo, hi) (item = plane * in_h + h). Width first, as
@@ -340,7 +333,7 @@ struct BackwardPlan {
 // into a ring buffer that holds the rows the current input row needs, and the input row is the sum
 // of its covering spread rows. Cloned like forward_rows.
 template <class T>
-SG_SIMD_CLONES void backward_rows(const BackwardPlan<T>& plan, int64_t lo, int64_t hi) {
+SG_SIMD_CLONES void backward_rows(const PlanePlan<T>& plan, int64_t lo, int64_t hi) {
   using Acc = AccType<T>;
   const Windows& win = *plan.win;
   const int64_t in_h = win.h.in, in_w = win.w.in, out_w = win.w.out;
@@ -352,7 +345,7 @@ SG_SIMD_CLONES void backward_rows(const BackwardPlan<T>& plan, int64_t lo, int64
   const Acc* col_factor = plan.col_factor.data();
   // Sums stored as they are computed. Plain stores: non-temporal ones (DESIGN's hint for outputs beyond
   // the caches) measured 2.4x slower here with 2 threads.
-  const bool direct_store = !kNarrowRows<T> && plan.isw == 1;
+  const bool direct_store = !kNarrowRows<T> && plan.dst_w == 1;
   const T* g_plane = nullptr;
   T* gi_plane = nullptr;
   int64_t plane = lo / in_h, h = lo % in_h;
@@ -360,26 +353,26 @@ SG_SIMD_CLONES void backward_rows(const BackwardPlan<T>& plan, int64_t lo, int64
   for (int64_t item = lo; item < hi; ++item, ++h) {
     if (h == in_h || ring_next < 0) {
       if (h == in_h) ++plane, h = 0;
-      g_plane = plan.go + plan.go_planes.offset(plane);
-      gi_plane = plan.gi + plan.gi_planes.offset(plane);
+      g_plane = plan.src + plan.src_planes.offset(plane);
+      gi_plane = plan.dst + plan.dst_planes.offset(plane);
       ring_next = win.h.first[h];
     }
     const int64_t oh_first = win.h.first[h], oh_last = win.h.last[h];
     for (int64_t oh = std::max(ring_next, oh_first); oh < oh_last; ++oh) {
       // 0 + g / divisor, as PyTorch's sums start from +0: no scaled value is -0, so no sum of
       // them is, and a row covered by one window is its spread row as it stands.
-      const T* g_row = g_plane + oh * plan.gsh;
+      const T* g_row = g_plane + oh * plan.src_h;
       const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
       if constexpr (kWidenRows<T>) {
-        detail::widen_row(g_row, plan.gsw, out_w, scaled);
+        detail::widen_row(g_row, plan.src_w, out_w, scaled);
         for (int64_t ow = 0; ow < out_w; ++ow) scaled[ow] = Acc(0) + scaled[ow] / (row_factor * col_factor[ow]);
-      } else if (plan.gsw == 1) {
+      } else if (plan.src_w == 1) {
         for (int64_t ow = 0; ow < out_w; ++ow) {
           scaled[ow] = Acc(0) + load_as<Acc>(g_row[ow]) / (row_factor * col_factor[ow]);
         }
       } else {
         for (int64_t ow = 0; ow < out_w; ++ow) {
-          scaled[ow] = Acc(0) + load_as<Acc>(g_row[ow * plan.gsw]) / (row_factor * col_factor[ow]);
+          scaled[ow] = Acc(0) + load_as<Acc>(g_row[ow * plan.src_w]) / (row_factor * col_factor[ow]);
         }
       }
       spread.run(ring.data() + (oh % ring_rows) * in_w);
@@ -388,9 +381,9 @@ SG_SIMD_CLONES void backward_rows(const BackwardPlan<T>& plan, int64_t lo, int64
     const int64_t count = oh_last - oh_first;
     const Acc* __restrict r0 = ring.data() + (oh_first % ring_rows) * in_w;
     const Acc* __restrict r1 = ring.data() + ((oh_first + 1) % ring_rows) * in_w;
-    T* dst = gi_plane + h * plan.ish;
+    T* dst = gi_plane + h * plan.dst_h;
     if (count == 1) {
-      store_row(r0, in_w, dst, plan.isw);
+      store_row(r0, in_w, dst, plan.dst_w);
     } else if (count == 2 && direct_store) {
       for (int64_t w = 0; w < in_w; ++w) dst[w] = store_as<T>(r0[w] + r1[w]);
     } else {
@@ -403,25 +396,16 @@ SG_SIMD_CLONES void backward_rows(const BackwardPlan<T>& plan, int64_t lo, int64
         const Acc* __restrict spread_row = ring.data() + (oh % ring_rows) * in_w;
         for (int64_t w = 0; w < in_w; ++w) row_out[w] += spread_row[w];
       }
-      store_row(row_out.data(), in_w, dst, plan.isw);
+      store_row(row_out.data(), in_w, dst, plan.dst_w);
     }
   }
 }
 
 template <class T>
 void backward_kernel(const TensorView& grad_output, const TensorView& grad_input, const Windows& win) {
-  const BackwardPlan<T> plan{&win,
-                             planes_of(grad_output),
-                             planes_of(grad_input),
-                             grad_output.data<T>(),
-                             grad_input.data<T>(),
-                             grad_output.stride(-2),
-                             grad_output.stride(-1),
-                             grad_input.stride(-2),
-                             grad_input.stride(-1),
-                             cast_all<AccType<T>>(win.col_factor)};
+  const PlanePlan<T> plan(win, grad_output, grad_input);
   const int64_t work_per_row = std::max<int64_t>(1, (win.w.out + win.w.in) * (win.h.max_cover + 1));
-  parallel_for(0, plan.gi_planes.count * win.h.in, kMinWorkPerTask / work_per_row + 1,
+  parallel_for(0, plan.dst_planes.count * win.h.in, kMinWorkPerTask / work_per_row + 1,
                [&](int64_t lo, int64_t hi) { backward_rows(plan, lo, hi); });
 }
 
