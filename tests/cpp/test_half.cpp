@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "detail/convert.h"
@@ -200,8 +201,52 @@ void expect_rows_match_elements(const std::vector<uint32_t>& float_patterns) {
   }
 }
 
-TEST(Half, RowConversionsMatchElementConversions) { expect_rows_match_elements<Half>(test_patterns()); }
-TEST(BFloat16, RowConversionsMatchElementConversions) { expect_rows_match_elements<BFloat16>(test_patterns()); }
+// Runs fn once per instruction path of the row conversions this CPU has (portable code first), the
+// conversions limited to that path; the limit is lifted again afterwards.
+template <class Fn>
+void for_each_convert_path(const Fn& fn) {
+  using detail::ConvertPath;
+  for (ConvertPath path : {ConvertPath::kPortable, ConvertPath::kF16cAvx2, ConvertPath::kAvx512Bf16}) {
+    if (!detail::cpu_has_convert_path(path)) continue;
+    SCOPED_TRACE("convert path " + std::to_string(static_cast<int>(path)));
+    detail::limit_convert_path(path);
+    fn();
+    detail::limit_convert_path(ConvertPath::kAvx512Bf16);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(Half, RowConversionsMatchElementConversions) {
+  for_each_convert_path([] { expect_rows_match_elements<Half>(test_patterns()); });
+}
+TEST(BFloat16, RowConversionsMatchElementConversions) {
+  for_each_convert_path([] { expect_rows_match_elements<BFloat16>(test_patterns()); });
+}
+
+// weighted_sum_rows gives the bits of widening each row and summing w[k] * row[k] in order k in
+// float32, on every path: 1 to 5 rows, ragged lengths, every float16 value (NaN, Inf and subnormals
+// included) among the inputs.
+TEST(Half, WeightedSumRowsMatchesWidenThenSum) {
+  std::vector<Half> values(0x10000 + 40);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = Half{static_cast<uint16_t>((i * 7919u) & 0xffffu)};
+  const float weights[5] = {0.25f, 0.75f, -1.5f, 3.0e-3f, 1.0f / 3.0f};
+  for_each_convert_path([&] {
+    for (int64_t count = 1; count <= 5; ++count) {
+      for (int64_t n : {int64_t(0x10000), int64_t(13), int64_t(7), int64_t(0)}) {
+        std::vector<const Half*> rows;
+        for (int64_t k = 0; k < count; ++k) rows.push_back(values.data() + 8 * k);
+        std::vector<float> got(static_cast<size_t>(n) + 1, -7.0f);
+        detail::weighted_sum_rows(rows.data(), weights, count, n, got.data());
+        for (int64_t i = 0; i < n; ++i) {
+          float expected = weights[0] * to_float(rows[0][i]);
+          for (int64_t k = 1; k < count; ++k) expected += weights[k] * to_float(rows[k][i]);
+          ASSERT_EQ(bits_of(got[i]), bits_of(expected)) << "count " << count << " n " << n << " element " << i;
+        }
+        ASSERT_EQ(got[n], -7.0f) << "wrote past the row";
+      }
+    }
+  });
+}
 
 TEST(BFloat16, EveryBFloat16WidensExactly) {
   for (uint32_t b = 0; b <= 0xffff; ++b) EXPECT_EQ(bits_of(to_float(BFloat16{static_cast<uint16_t>(b)})), b << 16);

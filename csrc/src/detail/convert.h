@@ -1,8 +1,8 @@
 // Row conversions between the half-precision storage types and float: what the kernels use to
 // read a row of float16/bfloat16 into float scratch and to write a float row back, so that the
-// conversions run as vector loops (F16C where the CPU has it) instead of once per element inside
-// a kernel's inner loop. Results are identical on every CPU: the portable conversions and the
-// F16C instructions round alike (tests/cpp/test_half.cpp).
+// conversions run as vector loops (F16C, AVX2 or AVX-512 BF16 where the CPU has them) instead of once
+// per element inside a kernel's inner loop. Results are identical on every CPU: the portable
+// conversions and the instructions round alike (tests/cpp/test_half.cpp checks every path).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,18 @@ void widen_row(const BFloat16* src, int64_t stride, int64_t n, float* dst);
 // dst[i * stride] = src[i], rounded to nearest even, for i < n.
 void narrow_row(const float* src, int64_t n, Half* dst, int64_t stride);
 void narrow_row(const float* src, int64_t n, BFloat16* dst, int64_t stride);
+
+// acc[i] = sum over k < count (>= 1) of w[k] * rows[k][i] widened, for i < n: products added in order
+// k = 0, 1, ... (no fused multiply-add), so the bits of widen_row into scratch followed by a float32
+// weighted sum, in one pass (F16C where the CPU has it): the H pass of the upsample backward.
+void weighted_sum_rows(const Half* const* rows, const float* w, int64_t count, int64_t n, float* acc);
+
+// The instruction paths of the functions above, least capable first. Each call takes the most
+// capable one the CPU has, up to a limit that tests lower to check every path the CPU can run against
+// the portable code (all paths give the same bits). Not meant to change while kernels run.
+enum class ConvertPath : int { kPortable, kF16cAvx2, kAvx512Bf16 };
+void limit_convert_path(ConvertPath most_capable);
+bool cpu_has_convert_path(ConvertPath path);
 
 template <class T>
 constexpr bool kIsHalfType = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
