@@ -422,6 +422,56 @@ SG_SIMD_CLONES void gather_plane_block(Acc* gathered, const Acc* columns, const 
   }
 }
 
+// columns[i * kPlaneBlock + p] = rows[p * n + i] for p < kPlaneBlock, i < n, and back: the (plane, ow)
+// <-> (ow, plane) reorders of the NCHW backward, as 4x4 SSE transposes (pure moves: no effect on results).
+template <class Acc>
+void rows_to_columns(const Acc* rows, int64_t n, Acc* columns) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<Acc, float>) {
+    for (; i + 4 <= n; i += 4) {
+      for (int64_t half = 0; half < kPlaneBlock; half += 4) {
+        __m128 r0 = _mm_loadu_ps(rows + (half + 0) * n + i), r1 = _mm_loadu_ps(rows + (half + 1) * n + i);
+        __m128 r2 = _mm_loadu_ps(rows + (half + 2) * n + i), r3 = _mm_loadu_ps(rows + (half + 3) * n + i);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        _mm_storeu_ps(columns + (i + 0) * kPlaneBlock + half, r0);
+        _mm_storeu_ps(columns + (i + 1) * kPlaneBlock + half, r1);
+        _mm_storeu_ps(columns + (i + 2) * kPlaneBlock + half, r2);
+        _mm_storeu_ps(columns + (i + 3) * kPlaneBlock + half, r3);
+      }
+    }
+  }
+#endif
+  for (; i < n; ++i) {
+    for (int64_t p = 0; p < kPlaneBlock; ++p) columns[i * kPlaneBlock + p] = rows[p * n + i];
+  }
+}
+
+template <class Acc>
+void columns_to_rows(const Acc* columns, int64_t n, Acc* rows) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<Acc, float>) {
+    for (; i + 4 <= n; i += 4) {
+      for (int64_t half = 0; half < kPlaneBlock; half += 4) {
+        __m128 c0 = _mm_loadu_ps(columns + (i + 0) * kPlaneBlock + half);
+        __m128 c1 = _mm_loadu_ps(columns + (i + 1) * kPlaneBlock + half);
+        __m128 c2 = _mm_loadu_ps(columns + (i + 2) * kPlaneBlock + half);
+        __m128 c3 = _mm_loadu_ps(columns + (i + 3) * kPlaneBlock + half);
+        _MM_TRANSPOSE4_PS(c0, c1, c2, c3);
+        _mm_storeu_ps(rows + (half + 0) * n + i, c0);
+        _mm_storeu_ps(rows + (half + 1) * n + i, c1);
+        _mm_storeu_ps(rows + (half + 2) * n + i, c2);
+        _mm_storeu_ps(rows + (half + 3) * n + i, c3);
+      }
+    }
+  }
+#endif
+  for (; i < n; ++i) {
+    for (int64_t p = 0; p < kPlaneBlock; ++p) rows[p * n + i] = columns[i * kPlaneBlock + p];
+  }
+}
+
 template <class T>
 void backward_nchw(const TensorView& grad_output, const TensorView& grad_input, const Tables<AccType<T>>& tab) {
   using Acc = AccType<T>;
@@ -438,12 +488,13 @@ void backward_nchw(const TensorView& grad_output, const TensorView& grad_input, 
     std::vector<Acc> columns(static_cast<size_t>(kPlaneBlock * out_w));  // (ow, plane)
     std::vector<Acc> gathered(static_cast<size_t>(kPlaneBlock * in_w));  // (iw, plane)
     std::vector<const T*> g_rows(static_cast<size_t>(tab.h.max_sources));
-    // float16 source rows are converted whole (detail/convert.h: measured ~2x faster here than
-    // per-element conversion; bfloat16 widens with a shift, cheaper in registers), and half rows
-    // are narrowed whole.
+    // float16 source rows are converted by row functions (detail/convert.h: F16C where present; ~2x
+    // faster here than per-element conversion in the kernel; bfloat16 widens with a shift, cheaper in
+    // registers): fused with the H sum for unit-stride rows, else widened whole first. Half rows are
+    // narrowed whole.
     std::vector<float> wide(kWidenRows ? static_cast<size_t>(tab.h.max_sources * out_w) : 0);
     std::vector<const float*> wide_rows(kWidenRows ? static_cast<size_t>(tab.h.max_sources) : 0);
-    std::vector<float> narrowing(detail::kIsHalfType<T> ? static_cast<size_t>(in_w) : 0);
+    std::vector<Acc> sums(static_cast<size_t>(kPlaneBlock * in_w));       // (plane, iw)
     const int64_t* w_start = tab.w.start.data();
     const int64_t* w_source = tab.w.source.data();
     const Acc* w_weight = tab.w.weight.data();
@@ -475,6 +526,10 @@ void backward_nchw(const TensorView& grad_output, const TensorView& grad_input, 
         for (int64_t e = e_begin; e < e_end; ++e) g_rows[e - e_begin] = g_plane + tab.h.source[e] * gs.h;
         Acc* row = rows.data() + p * out_w;
         if constexpr (kWidenRows) {
+          if (gs.w == 1) {
+            detail::weighted_sum_rows(g_rows.data(), tab.h.weight.data() + e_begin, e_end - e_begin, out_w, row);
+            continue;
+          }
           for (int64_t k = 0; k < e_end - e_begin; ++k) {
             detail::widen_row(g_rows[k], gs.w, out_w, wide.data() + k * out_w);
             wide_rows[k] = wide.data() + k * out_w;
@@ -483,20 +538,20 @@ void backward_nchw(const TensorView& grad_output, const TensorView& grad_input, 
         } else {
           weighted_rows(row, g_rows.data(), tab.h.weight.data() + e_begin, e_end - e_begin, gs.w, out_w);
         }
-        for (int64_t ow = 0; ow < out_w; ++ow) columns[ow * kPlaneBlock + p] = row[ow];
       }
-      // Lanes p >= count hold stale values of an earlier block; they are computed but never stored.
+      // Rows p >= count hold stale values of an earlier block; they are computed but never stored.
+      rows_to_columns(rows.data(), out_w, columns.data());
       gather_plane_block(gathered.data(), columns.data(), w_start, w_source, w_weight, in_w);
+      columns_to_rows(gathered.data(), in_w, sums.data());
       for (int64_t p = 0; p < count; ++p) {
         T* dst = gi + plane_offset(p, is) + ih * is.h;
-        const Acc* src = gathered.data() + p;
+        const Acc* src = sums.data() + p * in_w;
         if constexpr (detail::kIsHalfType<T>) {
-          for (int64_t iw = 0; iw < in_w; ++iw) narrowing[iw] = src[iw * kPlaneBlock];
-          detail::narrow_row(narrowing.data(), in_w, dst, is.w);
+          detail::narrow_row(src, in_w, dst, is.w);
         } else if (is.w == 1) {
-          for (int64_t iw = 0; iw < in_w; ++iw) dst[iw] = store_as<T>(src[iw * kPlaneBlock]);
+          for (int64_t iw = 0; iw < in_w; ++iw) dst[iw] = store_as<T>(src[iw]);
         } else {
-          for (int64_t iw = 0; iw < in_w; ++iw) dst[iw * is.w] = store_as<T>(src[iw * kPlaneBlock]);
+          for (int64_t iw = 0; iw < in_w; ++iw) dst[iw * is.w] = store_as<T>(src[iw]);
         }
       }
     }
@@ -556,7 +611,7 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
     std::vector<const T*> g_rows(static_cast<size_t>(tab.h.max_sources));
     std::vector<const T*> g_rows_next(static_cast<size_t>(tab.h.max_sources));
     std::vector<const Acc*> r_rows(static_cast<size_t>(tab.w.max_sources));
-    // float16 source rows are converted whole, as in backward_nchw.
+    // float16 source rows are converted as in backward_nchw.
     std::vector<float> wide(kWidenRows ? static_cast<size_t>(tab.h.max_sources * max_chunk_outputs * channels) : 0);
     std::vector<const float*> wide_rows(kWidenRows ? static_cast<size_t>(tab.h.max_sources) : 0);
     for (int64_t item = lo; item < hi; ++item) {
@@ -583,7 +638,16 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
         // H pass over the output columns the chunk reads.
         const int64_t ow0 = chunk.ow_begin, width = chunk.ow_end - chunk.ow_begin;
         for (int64_t k = 0; k < prefetch_count; ++k) prefetch_row(g_rows_next[k] + ow0 * channels, width * channels);
-        if constexpr (kWidenRows) {
+        if (dense_g) {
+          for (int64_t k = 0; k < h_count; ++k) g_rows[k] = g_image + tab.h.source[e_begin + k] * gs.h + ow0 * gs.w;
+          if (width > 0) {
+            if constexpr (kWidenRows) {
+              detail::weighted_sum_rows(g_rows.data(), h_weight, h_count, width * channels, rows.data());
+            } else {
+              weighted_rows(rows.data(), g_rows.data(), h_weight, h_count, 1, width * channels);
+            }
+          }
+        } else if constexpr (kWidenRows) {
           const int64_t len = width * channels;
           for (int64_t k = 0; k < h_count; ++k) {
             const T* g_row = g_image + tab.h.source[e_begin + k] * gs.h + ow0 * gs.w;
@@ -591,9 +655,6 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
             widen_pixels(g_row, gs.w, gs.c, width, channels, wide.data() + k * len);
           }
           if (width > 0) weighted_rows(rows.data(), wide_rows.data(), h_weight, h_count, 1, len);
-        } else if (dense_g) {
-          for (int64_t k = 0; k < h_count; ++k) g_rows[k] = g_image + tab.h.source[e_begin + k] * gs.h + ow0 * gs.w;
-          if (width > 0) weighted_rows(rows.data(), g_rows.data(), h_weight, h_count, 1, width * channels);
         } else {
           for (int64_t ow = 0; ow < width; ++ow) {
             for (int64_t k = 0; k < h_count; ++k)
