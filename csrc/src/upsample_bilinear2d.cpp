@@ -422,53 +422,30 @@ SG_SIMD_CLONES void gather_plane_block(Acc* gathered, const Acc* columns, const 
   }
 }
 
-// columns[i * kPlaneBlock + p] = rows[p * n + i] for p < kPlaneBlock, i < n, and back: the (plane, ow)
-// <-> (ow, plane) reorders of the NCHW backward, as 4x4 SSE transposes (pure moves: no effect on results).
+// b[j * rows + i] = a[i * cols + j] for i < rows, j < cols: the (plane, ow) <-> (ow, plane) reorders
+// of the NCHW backward, in 4x4 SSE blocks where they fit (pure moves: no effect on results).
 template <class Acc>
-void rows_to_columns(const Acc* rows, int64_t n, Acc* columns) {
-  int64_t i = 0;
+void transpose(const Acc* a, int64_t rows, int64_t cols, Acc* b) {
+  int64_t rows4 = 0, cols4 = 0;
 #if defined(__SSE2__)
   if constexpr (std::is_same_v<Acc, float>) {
-    for (; i + 4 <= n; i += 4) {
-      for (int64_t half = 0; half < kPlaneBlock; half += 4) {
-        __m128 r0 = _mm_loadu_ps(rows + (half + 0) * n + i), r1 = _mm_loadu_ps(rows + (half + 1) * n + i);
-        __m128 r2 = _mm_loadu_ps(rows + (half + 2) * n + i), r3 = _mm_loadu_ps(rows + (half + 3) * n + i);
+    rows4 = rows / 4 * 4;
+    cols4 = cols / 4 * 4;
+    for (int64_t i = 0; i < rows4; i += 4) {
+      for (int64_t j = 0; j < cols4; j += 4) {
+        __m128 r0 = _mm_loadu_ps(a + i * cols + j), r1 = _mm_loadu_ps(a + (i + 1) * cols + j);
+        __m128 r2 = _mm_loadu_ps(a + (i + 2) * cols + j), r3 = _mm_loadu_ps(a + (i + 3) * cols + j);
         _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-        _mm_storeu_ps(columns + (i + 0) * kPlaneBlock + half, r0);
-        _mm_storeu_ps(columns + (i + 1) * kPlaneBlock + half, r1);
-        _mm_storeu_ps(columns + (i + 2) * kPlaneBlock + half, r2);
-        _mm_storeu_ps(columns + (i + 3) * kPlaneBlock + half, r3);
+        _mm_storeu_ps(b + j * rows + i, r0);
+        _mm_storeu_ps(b + (j + 1) * rows + i, r1);
+        _mm_storeu_ps(b + (j + 2) * rows + i, r2);
+        _mm_storeu_ps(b + (j + 3) * rows + i, r3);
       }
     }
   }
 #endif
-  for (; i < n; ++i) {
-    for (int64_t p = 0; p < kPlaneBlock; ++p) columns[i * kPlaneBlock + p] = rows[p * n + i];
-  }
-}
-
-template <class Acc>
-void columns_to_rows(const Acc* columns, int64_t n, Acc* rows) {
-  int64_t i = 0;
-#if defined(__SSE2__)
-  if constexpr (std::is_same_v<Acc, float>) {
-    for (; i + 4 <= n; i += 4) {
-      for (int64_t half = 0; half < kPlaneBlock; half += 4) {
-        __m128 c0 = _mm_loadu_ps(columns + (i + 0) * kPlaneBlock + half);
-        __m128 c1 = _mm_loadu_ps(columns + (i + 1) * kPlaneBlock + half);
-        __m128 c2 = _mm_loadu_ps(columns + (i + 2) * kPlaneBlock + half);
-        __m128 c3 = _mm_loadu_ps(columns + (i + 3) * kPlaneBlock + half);
-        _MM_TRANSPOSE4_PS(c0, c1, c2, c3);
-        _mm_storeu_ps(rows + (half + 0) * n + i, c0);
-        _mm_storeu_ps(rows + (half + 1) * n + i, c1);
-        _mm_storeu_ps(rows + (half + 2) * n + i, c2);
-        _mm_storeu_ps(rows + (half + 3) * n + i, c3);
-      }
-    }
-  }
-#endif
-  for (; i < n; ++i) {
-    for (int64_t p = 0; p < kPlaneBlock; ++p) rows[p * n + i] = columns[i * kPlaneBlock + p];
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = i < rows4 ? cols4 : 0; j < cols; ++j) b[j * rows + i] = a[i * cols + j];
   }
 }
 
@@ -528,21 +505,21 @@ void backward_nchw(const TensorView& grad_output, const TensorView& grad_input, 
         if constexpr (kWidenRows) {
           if (gs.w == 1) {
             detail::weighted_sum_rows(g_rows.data(), tab.h.weight.data() + e_begin, e_end - e_begin, out_w, row);
-            continue;
+          } else {
+            for (int64_t k = 0; k < e_end - e_begin; ++k) {
+              detail::widen_row(g_rows[k], gs.w, out_w, wide.data() + k * out_w);
+              wide_rows[k] = wide.data() + k * out_w;
+            }
+            weighted_rows(row, wide_rows.data(), tab.h.weight.data() + e_begin, e_end - e_begin, 1, out_w);
           }
-          for (int64_t k = 0; k < e_end - e_begin; ++k) {
-            detail::widen_row(g_rows[k], gs.w, out_w, wide.data() + k * out_w);
-            wide_rows[k] = wide.data() + k * out_w;
-          }
-          weighted_rows(row, wide_rows.data(), tab.h.weight.data() + e_begin, e_end - e_begin, 1, out_w);
         } else {
           weighted_rows(row, g_rows.data(), tab.h.weight.data() + e_begin, e_end - e_begin, gs.w, out_w);
         }
       }
       // Rows p >= count hold stale values of an earlier block; they are computed but never stored.
-      rows_to_columns(rows.data(), out_w, columns.data());
+      transpose(rows.data(), kPlaneBlock, out_w, columns.data());
       gather_plane_block(gathered.data(), columns.data(), w_start, w_source, w_weight, in_w);
-      columns_to_rows(gathered.data(), in_w, sums.data());
+      transpose(gathered.data(), in_w, kPlaneBlock, sums.data());
       for (int64_t p = 0; p < count; ++p) {
         T* dst = gi + plane_offset(p, is) + ih * is.h;
         const Acc* src = sums.data() + p * in_w;
