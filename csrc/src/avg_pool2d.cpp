@@ -202,6 +202,27 @@ struct PlanePlan {
   std::vector<AccType<T>> col_factor;
 };
 
+// A task's position among the items plane * rows + row of forward_rows or backward_rows: the row, and
+// the planes it reads (src) and writes (dst).
+template <class T>
+struct PlaneCursor {
+  const PlanePlan<T>& plan;
+  int64_t rows;
+  int64_t plane = -1, row = 0;
+  const T* src = nullptr;
+  T* dst = nullptr;
+  // Moves to `item`, the task's first item or the one after the last: true when it starts a plane (or
+  // the task), where the plane pointers change.
+  SG_INLINE bool move_to(int64_t item) {
+    if (plane >= 0 && ++row < rows) return false;
+    plane = item / rows;
+    row = item % rows;
+    src = plan.src + plan.src_planes.offset(plane);
+    dst = plan.dst + plan.dst_planes.offset(plane);
+    return true;
+  }
+};
+
 // Output rows [lo, hi) (item = plane * out_h + oh): sum the window's input rows, then the strided
 // box sums of those column sums (detail::StridedBoxSum). One function with an AVX2 clone: all its
 // loops are unit-stride vector loops in L1-sized scratch rows.
@@ -217,17 +238,12 @@ SG_SIMD_CLONES void forward_rows(const PlanePlan<T>& plan, int64_t lo, int64_t h
   // float16: input rows widened once each into a ring that holds the rows of the current window.
   const int64_t window_rows = std::max<int64_t>(win.h.max_window, 1);
   std::vector<Acc> ring(kWidenRows<T> ? static_cast<size_t>(window_rows * in_w) : 0);
-  const T* src = nullptr;
-  T* dst = nullptr;
-  int64_t plane = lo / out_h, oh = lo % out_h;
-  int64_t ring_next = -1;  // rows [.., ring_next) of this plane are in the ring
-  for (int64_t item = lo; item < hi; ++item, ++oh) {
-    if (oh == out_h || ring_next < 0) {
-      if (oh == out_h) ++plane, oh = 0;
-      src = plan.src + plan.src_planes.offset(plane);
-      dst = plan.dst + plan.dst_planes.offset(plane);
-      ring_next = win.h.start[oh];
-    }
+  PlaneCursor<T> cursor{plan, out_h};
+  int64_t ring_next = 0;  // rows [.., ring_next) of this plane are in the ring
+  for (int64_t item = lo; item < hi; ++item) {
+    if (cursor.move_to(item)) ring_next = win.h.start[cursor.row];
+    const int64_t oh = cursor.row;
+    const T* src = cursor.src;
     const int64_t first = win.h.start[oh], count = win.h.end[oh] - first;
     if constexpr (kWidenRows<T>) {
       for (int64_t h = std::max(ring_next, first); h < first + count; ++h) {
@@ -242,7 +258,7 @@ SG_SIMD_CLONES void forward_rows(const PlanePlan<T>& plan, int64_t lo, int64_t h
     box.run(sums.data());
     const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
     for (int64_t ow = 0; ow < out_w; ++ow) sums[ow] /= row_factor * col_factor[ow];
-    store_row(sums.data(), out_w, dst + oh * plan.dst_h, plan.dst_w);
+    store_row(sums.data(), out_w, cursor.dst + oh * plan.dst_h, plan.dst_w);
   }
 }
 
@@ -346,17 +362,12 @@ SG_SIMD_CLONES void backward_rows(const PlanePlan<T>& plan, int64_t lo, int64_t 
   // Sums stored as they are computed. Plain stores: non-temporal ones (DESIGN's hint for outputs beyond
   // the caches) measured 2.4x slower here with 2 threads.
   const bool direct_store = !kNarrowRows<T> && plan.dst_w == 1;
-  const T* g_plane = nullptr;
-  T* gi_plane = nullptr;
-  int64_t plane = lo / in_h, h = lo % in_h;
-  int64_t ring_next = -1;  // rows [.., ring_next) of this plane are in the ring
-  for (int64_t item = lo; item < hi; ++item, ++h) {
-    if (h == in_h || ring_next < 0) {
-      if (h == in_h) ++plane, h = 0;
-      g_plane = plan.src + plan.src_planes.offset(plane);
-      gi_plane = plan.dst + plan.dst_planes.offset(plane);
-      ring_next = win.h.first[h];
-    }
+  PlaneCursor<T> cursor{plan, in_h};
+  int64_t ring_next = 0;  // rows [.., ring_next) of this plane are in the ring
+  for (int64_t item = lo; item < hi; ++item) {
+    if (cursor.move_to(item)) ring_next = win.h.first[cursor.row];
+    const int64_t h = cursor.row;
+    const T* g_plane = cursor.src;
     const int64_t oh_first = win.h.first[h], oh_last = win.h.last[h];
     for (int64_t oh = std::max(ring_next, oh_first); oh < oh_last; ++oh) {
       // 0 + g / divisor, as PyTorch's sums start from +0: no scaled value is -0, so no sum of
@@ -381,7 +392,7 @@ SG_SIMD_CLONES void backward_rows(const PlanePlan<T>& plan, int64_t lo, int64_t 
     const int64_t count = oh_last - oh_first;
     const Acc* __restrict r0 = ring.data() + (oh_first % ring_rows) * in_w;
     const Acc* __restrict r1 = ring.data() + ((oh_first + 1) % ring_rows) * in_w;
-    T* dst = gi_plane + h * plan.dst_h;
+    T* dst = cursor.dst + h * plan.dst_h;
     if (count == 1) {
       store_row(r0, in_w, dst, plan.dst_w);
     } else if (count == 2 && direct_store) {
