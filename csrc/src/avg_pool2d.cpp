@@ -353,61 +353,78 @@ SG_SIMD_CLONES void backward_rows(const PlanePlan<T>& plan, int64_t lo, int64_t 
   using Acc = AccType<T>;
   const Windows& win = *plan.win;
   const int64_t in_h = win.h.in, in_w = win.w.in, out_w = win.w.out;
-  const int64_t ring_rows = std::max<int64_t>(win.h.max_cover, 1);
+  // A power of two, so that a row's slot is a mask, not a division.
+  int64_t ring_rows = 1;
+  while (ring_rows < win.h.max_cover) ring_rows *= 2;
   std::vector<Acc> ring(static_cast<size_t>(ring_rows * in_w));
+  auto ring_row = [&](int64_t oh) { return ring.data() + (oh & (ring_rows - 1)) * in_w; };
+  std::vector<const Acc*> covering(static_cast<size_t>(ring_rows));
   detail::BoxSpread<Acc> spread(in_w, out_w, win.kw, win.sw, win.pw);
   std::vector<Acc> row_out(static_cast<size_t>(in_w));
-  Acc* __restrict scaled = spread.input();
   const Acc* col_factor = plan.col_factor.data();
   // Sums stored as they are computed. Plain stores: non-temporal ones (DESIGN's hint for outputs beyond
   // the caches) measured 2.4x slower here with 2 threads.
   const bool direct_store = !kNarrowRows<T> && plan.dst_w == 1;
   PlaneCursor<T> cursor{plan, in_h};
-  int64_t ring_next = 0;  // rows [.., ring_next) of this plane are in the ring
+  // 0 + g / divisor into spread slot oh % 2, as PyTorch's sums start from +0: no scaled value is -0,
+  // so no sum of them is, and a row covered by one window is its spread row as it stands.
+  auto scale_row = [&](int64_t oh) {
+    Acc* __restrict scaled = spread.input(static_cast<int>(oh & 1));
+    const T* g_row = cursor.src + oh * plan.src_h;
+    const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
+    if constexpr (kWidenRows<T>) {
+      detail::widen_row(g_row, plan.src_w, out_w, scaled);
+      for (int64_t ow = 0; ow < out_w; ++ow) scaled[ow] = Acc(0) + scaled[ow] / (row_factor * col_factor[ow]);
+    } else if (plan.src_w == 1) {
+      for (int64_t ow = 0; ow < out_w; ++ow) scaled[ow] = Acc(0) + load_as<Acc>(g_row[ow]) / (row_factor * col_factor[ow]);
+    } else {
+      for (int64_t ow = 0; ow < out_w; ++ow) {
+        scaled[ow] = Acc(0) + load_as<Acc>(g_row[ow * plan.src_w]) / (row_factor * col_factor[ow]);
+      }
+    }
+  };
+  int64_t ring_next = 0;    // rows [.., ring_next) of this plane are in the ring
+  int64_t scaled_next = 0;  // and rows [.., scaled_next) have been scaled
   for (int64_t item = lo; item < hi; ++item) {
-    if (cursor.move_to(item)) ring_next = win.h.first[cursor.row];
+    if (cursor.move_to(item)) ring_next = scaled_next = win.h.first[cursor.row];
     const int64_t h = cursor.row;
-    const T* g_plane = cursor.src;
     const int64_t oh_first = win.h.first[h], oh_last = win.h.last[h];
     for (int64_t oh = std::max(ring_next, oh_first); oh < oh_last; ++oh) {
-      // 0 + g / divisor, as PyTorch's sums start from +0: no scaled value is -0, so no sum of
-      // them is, and a row covered by one window is its spread row as it stands.
-      const T* g_row = g_plane + oh * plan.src_h;
-      const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
-      if constexpr (kWidenRows<T>) {
-        detail::widen_row(g_row, plan.src_w, out_w, scaled);
-        for (int64_t ow = 0; ow < out_w; ++ow) scaled[ow] = Acc(0) + scaled[ow] / (row_factor * col_factor[ow]);
-      } else if (plan.src_w == 1) {
-        for (int64_t ow = 0; ow < out_w; ++ow) {
-          scaled[ow] = Acc(0) + load_as<Acc>(g_row[ow]) / (row_factor * col_factor[ow]);
-        }
-      } else {
-        for (int64_t ow = 0; ow < out_w; ++ow) {
-          scaled[ow] = Acc(0) + load_as<Acc>(g_row[ow * plan.src_w]) / (row_factor * col_factor[ow]);
-        }
+      if (scaled_next <= oh) {
+        scale_row(oh);
+        scaled_next = oh + 1;
       }
-      spread.run(ring.data() + (oh % ring_rows) * in_w);
+      // Row oh + 1 is scaled one row ahead of its spread (BoxSpread: its stores reach the cache first).
+      if (scaled_next == oh + 1 && oh + 1 < win.h.out) scale_row(scaled_next++);
+      spread.run(static_cast<int>(oh & 1), ring_row(oh));
     }
     ring_next = std::max(ring_next, oh_last);
     const int64_t count = oh_last - oh_first;
-    const Acc* __restrict r0 = ring.data() + (oh_first % ring_rows) * in_w;
-    const Acc* __restrict r1 = ring.data() + ((oh_first + 1) % ring_rows) * in_w;
     T* dst = cursor.dst + h * plan.dst_h;
-    if (count == 1) {
-      store_row(r0, in_w, dst, plan.dst_w);
-    } else if (count == 2 && direct_store) {
-      for (int64_t w = 0; w < in_w; ++w) dst[w] = store_as<T>(r0[w] + r1[w]);
+    if (count == 0) {
+      std::fill(row_out.begin(), row_out.end(), Acc(0));
+      store_row(row_out.data(), in_w, dst, plan.dst_w);
+      continue;
+    }
+    for (int64_t k = 0; k < count; ++k) covering[k] = ring_row(oh_first + k);
+    if constexpr (kNarrowRows<T>) {
+      // The sums and their rounding in one pass.
+      detail::narrow_sum_rows(covering.data(), count, in_w, dst, plan.dst_w);
+    } else if (count == 1) {
+      store_row(covering[0], in_w, dst, plan.dst_w);
     } else {
-      if (count == 0) {
-        std::fill(row_out.begin(), row_out.end(), Acc(0));
+      const Acc* __restrict r0 = covering[0];
+      const Acc* __restrict r1 = covering[1];
+      if (count == 2 && direct_store) {
+        for (int64_t w = 0; w < in_w; ++w) dst[w] = store_as<T>(r0[w] + r1[w]);
       } else {
         for (int64_t w = 0; w < in_w; ++w) row_out[w] = r0[w] + r1[w];
+        for (int64_t k = 2; k < count; ++k) {
+          const Acc* __restrict spread_row = covering[k];
+          for (int64_t w = 0; w < in_w; ++w) row_out[w] += spread_row[w];
+        }
+        store_row(row_out.data(), in_w, dst, plan.dst_w);
       }
-      for (int64_t oh = oh_first + 2; oh < oh_last; ++oh) {
-        const Acc* __restrict spread_row = ring.data() + (oh % ring_rows) * in_w;
-        for (int64_t w = 0; w < in_w; ++w) row_out[w] += spread_row[w];
-      }
-      store_row(row_out.data(), in_w, dst, plan.dst_w);
     }
   }
 }

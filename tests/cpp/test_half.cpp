@@ -248,6 +248,47 @@ TEST(Half, WeightedSumRowsMatchesWidenThenSum) {
   });
 }
 
+// narrow_sum_rows gives the bits of a float32 sum of the rows in order followed by the element
+// rounding (a NaN for a NaN sum), on every path: 1 to 4 rows (one and two rows have their own loops), unit and other
+// strides, ragged lengths, and special floats among the terms (NaN, Inf, subnormals, sums that
+// overflow or round to a tie).
+template <class T>
+void expect_sum_rows_match_sum_then_round() {
+  const std::vector<uint32_t> patterns = test_patterns();
+  std::vector<float> values;
+  for (uint32_t b : patterns) values.push_back(float_of(b));
+  for_each_convert_path([&] {
+    for (int64_t count = 1; count <= 4; ++count) {
+      std::vector<const float*> rows;
+      // Shifted copies of the patterns, so each element sums different values.
+      for (int64_t k = 0; k < count; ++k) rows.push_back(values.data() + 5 * k);
+      const int64_t longest = static_cast<int64_t>(values.size()) - 5 * (count - 1);
+      for (int64_t stride : {1, 3}) {
+        for (int64_t n : {longest, int64_t(21), int64_t(7), int64_t(0)}) {
+          std::vector<T> got(static_cast<size_t>(n * stride + 1), T{0x5555});
+          detail::narrow_sum_rows(rows.data(), count, n, got.data(), stride);
+          for (int64_t i = 0; i < n; ++i) {
+            float sum = rows[0][i];
+            for (int64_t k = 1; k < count; ++k) sum += rows[k][i];
+            if (std::isnan(sum)) {
+              // Which NaN operand an addition passes on depends on the order the compiler gives the operands.
+              ASSERT_TRUE(std::isnan(to_float(got[i * stride]))) << "count " << count << " element " << i;
+            } else {
+              const uint16_t expected = std::is_same_v<T, Half> ? to_half(sum).bits : to_bfloat16(sum).bits;
+              ASSERT_EQ(got[i * stride].bits, expected) << "count " << count << " stride " << stride << " element " << i;
+            }
+            for (int64_t j = 1; j < stride && i + 1 < n; ++j) ASSERT_EQ(got[i * stride + j].bits, 0x5555);
+          }
+          ASSERT_EQ(got[n * stride].bits, 0x5555) << "wrote past the row";
+        }
+      }
+    }
+  });
+}
+
+TEST(Half, NarrowSumRowsMatchesSumThenRound) { expect_sum_rows_match_sum_then_round<Half>(); }
+TEST(BFloat16, NarrowSumRowsMatchesSumThenRound) { expect_sum_rows_match_sum_then_round<BFloat16>(); }
+
 TEST(BFloat16, EveryBFloat16WidensExactly) {
   for (uint32_t b = 0; b <= 0xffff; ++b) EXPECT_EQ(bits_of(to_float(BFloat16{static_cast<uint16_t>(b)})), b << 16);
 }

@@ -2,6 +2,7 @@
 
 #include "simd.h"
 
+#include <algorithm>
 #include <atomic>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(SPATIALGRAD_NO_SIMD_CLONES)
@@ -30,7 +31,67 @@ SG_SIMD_CLONES void narrow_portable(const float* __restrict src, int64_t n, T* d
   }
 }
 
+// narrow_sum_rows without conversion instructions: the sums of a chunk of columns in float scratch,
+// then narrowed.
+template <class T>
+SG_SIMD_CLONES void narrow_sum_portable(const float* const* rows, int64_t count, int64_t n, T* dst, int64_t stride) {
+  constexpr int64_t kChunk = 256;
+  float sums[kChunk];
+  for (int64_t lo = 0; lo < n; lo += kChunk) {
+    const int64_t len = std::min(kChunk, n - lo);
+    const float* __restrict first = rows[0] + lo;
+    for (int64_t i = 0; i < len; ++i) sums[i] = first[i];
+    for (int64_t k = 1; k < count; ++k) {
+      const float* __restrict next = rows[k] + lo;
+      for (int64_t i = 0; i < len; ++i) sums[i] += next[i];
+    }
+    narrow_portable(sums, len, dst + lo * stride, stride);
+  }
+}
+
 #ifdef SG_HAVE_F16C_PATH
+// Where the vector narrowings read their floats: one row, or the sums of `count` rows added in order
+// (narrow_sum_rows). Loads of 8 (AVX) or 16 (AVX-512) lanes from column i, and single columns for the
+// tails.
+struct OneRow {
+  const float* src;
+  __attribute__((target("avx"), always_inline)) __m256 load8(int64_t i) const { return _mm256_loadu_ps(src + i); }
+  __attribute__((target("avx512f"), always_inline)) __m512 load16(int64_t i) const { return _mm512_loadu_ps(src + i); }
+  float at(int64_t i) const { return src[i]; }
+};
+
+struct RowPair {
+  const float* a;
+  const float* b;
+  __attribute__((target("avx"), always_inline)) __m256 load8(int64_t i) const {
+    return _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
+  }
+  __attribute__((target("avx512f"), always_inline)) __m512 load16(int64_t i) const {
+    return _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i));
+  }
+  float at(int64_t i) const { return a[i] + b[i]; }
+};
+
+struct RowSum {
+  const float* const* rows;
+  int64_t count;  // >= 1
+  __attribute__((target("avx"), always_inline)) __m256 load8(int64_t i) const {
+    __m256 sum = _mm256_loadu_ps(rows[0] + i);
+    for (int64_t k = 1; k < count; ++k) sum = _mm256_add_ps(sum, _mm256_loadu_ps(rows[k] + i));
+    return sum;
+  }
+  __attribute__((target("avx512f"), always_inline)) __m512 load16(int64_t i) const {
+    __m512 sum = _mm512_loadu_ps(rows[0] + i);
+    for (int64_t k = 1; k < count; ++k) sum = _mm512_add_ps(sum, _mm512_loadu_ps(rows[k] + i));
+    return sum;
+  }
+  float at(int64_t i) const {
+    float sum = rows[0][i];
+    for (int64_t k = 1; k < count; ++k) sum += rows[k][i];
+    return sum;
+  }
+};
+
 const bool kHasF16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
 
 __attribute__((target("avx,f16c"))) void widen_f16c(const Half* src, int64_t n, float* dst) {
@@ -42,13 +103,14 @@ __attribute__((target("avx,f16c"))) void widen_f16c(const Half* src, int64_t n, 
   for (; i < n; ++i) dst[i] = to_float(src[i]);
 }
 
-__attribute__((target("avx,f16c"))) void narrow_f16c(const float* src, int64_t n, Half* dst) {
+template <class Src>
+__attribute__((target("avx,f16c"))) void narrow_f16c(const Src src, int64_t n, Half* dst) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m128i h = _mm256_cvtps_ph(src.load8(i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
   }
-  for (; i < n; ++i) dst[i] = to_half(src[i]);
+  for (; i < n; ++i) dst[i] = to_half(src.at(i));
 }
 
 __attribute__((target("avx,f16c"))) void weighted_sum_f16c(const Half* const* rows, const float* w, int64_t count,
@@ -74,8 +136,7 @@ const bool kHasAvx2 = __builtin_cpu_supports("avx2");
 
 // Eight floats rounded to bfloat16 as in to_bfloat16 (nearest even; NaN made quiet with its top
 // payload bits), one value per 32-bit lane.
-__attribute__((target("avx2"), always_inline)) inline __m256i bfloat16_lanes(const float* src) {
-  const __m256 f = _mm256_loadu_ps(src);
+__attribute__((target("avx2"), always_inline)) inline __m256i bfloat16_lanes(__m256 f) {
   const __m256i bits = _mm256_castps_si256(f);
   const __m256i high = _mm256_srli_epi32(bits, 16);
   const __m256i lsb = _mm256_and_si256(high, _mm256_set1_epi32(1));
@@ -87,15 +148,16 @@ __attribute__((target("avx2"), always_inline)) inline __m256i bfloat16_lanes(con
 
 // The same bits as narrow_portable in about half the instructions: GCC's vectorisation of
 // to_bfloat16 masks every lane before packing and selects with three logic operations.
-__attribute__((target("avx2"))) void narrow_bf16_avx2(const float* src, int64_t n, BFloat16* dst) {
+template <class Src>
+__attribute__((target("avx2"))) void narrow_bf16_avx2(const Src src, int64_t n, BFloat16* dst) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     // Lanes hold values below 2^16, so the saturating pack is exact; it interleaves 128-bit
     // halves, which the permute puts back in order.
-    const __m256i packed = _mm256_packus_epi32(bfloat16_lanes(src + i), bfloat16_lanes(src + i + 8));
+    const __m256i packed = _mm256_packus_epi32(bfloat16_lanes(src.load8(i)), bfloat16_lanes(src.load8(i + 8)));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_permute4x64_epi64(packed, 0xd8));
   }
-  for (; i < n; ++i) dst[i] = to_bfloat16(src[i]);
+  for (; i < n; ++i) dst[i] = to_bfloat16(src.at(i));
 }
 
 const bool kHasAvx512Bf16 = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vl") &&
@@ -103,12 +165,13 @@ const bool kHasAvx512Bf16 = __builtin_cpu_supports("avx512bf16") && __builtin_cp
 
 // VCVTNEPS2BF16 rounds to nearest even and makes NaNs quiet as to_bfloat16 does, but reads float32
 // subnormals as zero: lanes holding one (rare) are redone with to_bfloat16's integer rounding.
-__attribute__((target("avx512f,avx512vl,avx512bw,avx512bf16"))) void narrow_bf16_avx512(const float* src, int64_t n,
+template <class Src>
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512bf16"))) void narrow_bf16_avx512(const Src src, int64_t n,
                                                                                          BFloat16* dst) {
   int64_t i = 0;
   const __m512i exponent = _mm512_set1_epi32(0x7f800000), magnitude = _mm512_set1_epi32(0x7fffffff);
   for (; i + 16 <= n; i += 16) {
-    const __m512 f = _mm512_loadu_ps(src + i);
+    const __m512 f = src.load16(i);
     __m256i out = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(f));
     const __m512i bits = _mm512_castps_si512(f);
     const __mmask16 subnormal =
@@ -122,7 +185,7 @@ __attribute__((target("avx512f,avx512vl,avx512bw,avx512bf16"))) void narrow_bf16
     }
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), out);
   }
-  for (; i < n; ++i) dst[i] = to_bfloat16(src[i]);
+  for (; i < n; ++i) dst[i] = to_bfloat16(src.at(i));
 }
 #endif
 
@@ -136,11 +199,61 @@ SG_SIMD_CLONES void weighted_sum_portable(const Half* const* rows, const float* 
   }
 }
 
-std::atomic<int> path_limit{static_cast<int>(ConvertPath::kAvx512Bf16)};
+// Bit p set: calls may take path p (the CPU has it and the limit allows it). One mask, so that the
+// choice costs a load and a test in calls on rows of a few dozen elements.
+unsigned usable_paths(ConvertPath most_capable) {
+  unsigned mask = 0;
+  for (int p = 0; p <= static_cast<int>(most_capable); ++p) {
+    if (cpu_has_convert_path(static_cast<ConvertPath>(p))) mask |= 1u << p;
+  }
+  return mask;
+}
 
-// Whether calls may take `path` now: the CPU has it and the limit allows it.
-bool use(ConvertPath path) {
-  return cpu_has_convert_path(path) && static_cast<int>(path) <= path_limit.load(std::memory_order_relaxed);
+std::atomic<unsigned> usable{usable_paths(ConvertPath::kAvx512Bf16)};
+
+bool use(ConvertPath path) { return (usable.load(std::memory_order_relaxed) >> static_cast<int>(path)) & 1u; }
+
+#ifdef SG_HAVE_F16C_PATH
+// The narrowing of `src` with the most capable vector path allowed: false when none is.
+template <class Src>
+bool narrow_vector(Src src, int64_t n, Half* dst) {
+  if (!use(ConvertPath::kF16cAvx2)) return false;
+  narrow_f16c(src, n, dst);
+  return true;
+}
+
+template <class Src>
+bool narrow_vector(Src src, int64_t n, BFloat16* dst) {
+  if (use(ConvertPath::kAvx512Bf16)) {
+    narrow_bf16_avx512(src, n, dst);
+  } else if (use(ConvertPath::kF16cAvx2)) {
+    narrow_bf16_avx2(src, n, dst);
+  } else {
+    return false;
+  }
+  return true;
+}
+#endif
+
+template <class T>
+void narrow_sum(const float* const* rows, int64_t count, int64_t n, T* dst, int64_t stride) {
+#ifdef SG_HAVE_F16C_PATH
+  if (stride == 1) {
+    // One and two rows (most calls) without the loop over rows.
+    if (count == 1 && narrow_vector(OneRow{rows[0]}, n, dst)) return;
+    if (count == 2) {
+      const float* a = rows[0];
+      const float* b = rows[1];
+      // Kept in two registers: GCC otherwise reads both pointers with one 16-byte load, which waits
+      // for the caller's two 8-byte stores of them to reach the cache (no store forwarding).
+      asm("" : "+r"(a), "+r"(b));
+      if (narrow_vector(RowPair{a, b}, n, dst)) return;
+    }
+    if (count > 2 && narrow_vector(RowSum{rows, count}, n, dst)) return;
+  }
+#endif
+  if (count == 1) return narrow_portable(rows[0], n, dst, stride);
+  narrow_sum_portable(rows, count, n, dst, stride);
 }
 
 }  // namespace
@@ -161,7 +274,7 @@ bool cpu_has_convert_path(ConvertPath path) {
 }
 
 void limit_convert_path(ConvertPath most_capable) {
-  path_limit.store(static_cast<int>(most_capable), std::memory_order_relaxed);
+  usable.store(usable_paths(most_capable), std::memory_order_relaxed);
 }
 
 void widen_row(const Half* src, int64_t stride, int64_t n, float* dst) {
@@ -182,17 +295,24 @@ void widen_row(const BFloat16* src, int64_t stride, int64_t n, float* dst) { wid
 
 void narrow_row(const float* src, int64_t n, Half* dst, int64_t stride) {
 #ifdef SG_HAVE_F16C_PATH
-  if (stride == 1 && use(ConvertPath::kF16cAvx2)) return narrow_f16c(src, n, dst);
+  if (stride == 1 && narrow_vector(OneRow{src}, n, dst)) return;
 #endif
   narrow_portable(src, n, dst, stride);
 }
 
 void narrow_row(const float* src, int64_t n, BFloat16* dst, int64_t stride) {
 #ifdef SG_HAVE_F16C_PATH
-  if (stride == 1 && use(ConvertPath::kAvx512Bf16)) return narrow_bf16_avx512(src, n, dst);
-  if (stride == 1 && use(ConvertPath::kF16cAvx2)) return narrow_bf16_avx2(src, n, dst);
+  if (stride == 1 && narrow_vector(OneRow{src}, n, dst)) return;
 #endif
   narrow_portable(src, n, dst, stride);
+}
+
+void narrow_sum_rows(const float* const* rows, int64_t count, int64_t n, Half* dst, int64_t stride) {
+  narrow_sum(rows, count, n, dst, stride);
+}
+
+void narrow_sum_rows(const float* const* rows, int64_t count, int64_t n, BFloat16* dst, int64_t stride) {
+  narrow_sum(rows, count, n, dst, stride);
 }
 
 }  // namespace spatialgrad::detail

@@ -18,6 +18,11 @@ void widen_row(const BFloat16* src, int64_t stride, int64_t n, float* dst);
 // dst[i * stride] = src[i], rounded to nearest even, for i < n.
 void narrow_row(const float* src, int64_t n, Half* dst, int64_t stride);
 void narrow_row(const float* src, int64_t n, BFloat16* dst, int64_t stride);
+// dst[i * stride] = ((rows[0][i] + rows[1][i]) + ...) + rows[count - 1][i], added in float32 in that
+// order and rounded once, for i < n (count >= 1): a float sum of rows followed by narrow_row, in one
+// pass with no scratch row.
+void narrow_sum_rows(const float* const* rows, int64_t count, int64_t n, Half* dst, int64_t stride);
+void narrow_sum_rows(const float* const* rows, int64_t count, int64_t n, BFloat16* dst, int64_t stride);
 
 // acc[i] = sum over k < count (>= 1) of w[k] * rows[k][i] widened, for i < n: products added in order
 // k = 0, 1, ... (no fused multiply-add), so the bits of widen_row into scratch followed by a float32

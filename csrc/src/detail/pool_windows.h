@@ -108,7 +108,9 @@ class StridedBoxSum {
 // src[o] over the windows o in [0, n_out) that cover it (o*s - pad <= x < o*s - pad + k), added in
 // increasing o, or 0 if none does. The windows covering x = q*s + r are o = q + lo[r] .. q + hi[r]
 // for every q, so each phase r is a few unit-stride passes over src read with zeros on both sides;
-// stride 2 interleaves its two phases in one vector loop.
+// stride 2 interleaves its two phases in one vector loop. Two input slots, so that a caller can fill
+// one while the other is spread: the spread reads its input at offsets the caller's vector stores did
+// not write, and such a load waits until those stores reach the cache (no store forwarding).
 template <class Acc>
 class BoxSpread {
  public:
@@ -122,24 +124,28 @@ class BoxSpread {
       lead = std::max(lead, -lo);
       trail = std::max(trail, count - 1 + hi - (n_out - 1));
     }
-    padded_.assign(static_cast<size_t>(lead + n_out + trail), Acc(0));
-    input_ = padded_.data() + lead;
+    for (int slot = 0; slot < 2; ++slot) {
+      padded_[slot].assign(static_cast<size_t>(lead + n_out + trail), Acc(0));
+      input_[slot] = padded_[slot].data() + lead;
+    }
     sums_.resize(static_cast<size_t>(s * phases_[0].count));
   }
 
-  // Where the caller puts the n_out window values (everything around them stays zero).
-  Acc* input() { return input_; }
+  // Where the caller puts the n_out window values of slot 0 or 1 (everything around them stays zero).
+  Acc* input(int slot) { return input_[slot]; }
 
-  SG_INLINE void run(Acc* __restrict dst) {
+  // Spreads the values of `slot` into dst[0, n_in).
+  SG_INLINE void run(int slot, Acc* __restrict dst) {
+    const Acc* src = input_[slot];
     if (s_ == 1) {
-      const Acc* sums = phase_sums(phases_[0], sums_.data());
+      const Acc* sums = phase_sums(src, phases_[0], sums_.data());
       for (int64_t x = 0; x < n_in_; ++x) dst[x] = sums[x];
       return;
     }
     const int64_t pitch = phases_[0].count;
     if (s_ == 2) {
-      const Acc* __restrict even = phase_sums(phases_[0], sums_.data());
-      const Acc* __restrict odd = phase_sums(phases_[1], sums_.data() + pitch);
+      const Acc* __restrict even = phase_sums(src, phases_[0], sums_.data());
+      const Acc* __restrict odd = phase_sums(src, phases_[1], sums_.data() + pitch);
       const int64_t pairs = n_in_ / 2;
       for (int64_t q = 0; q < pairs; ++q) {
         dst[2 * q] = even[q];
@@ -150,7 +156,7 @@ class BoxSpread {
     }
     for (int64_t r = 0; r < s_; ++r) {
       const Phase& ph = phases_[static_cast<size_t>(r)];
-      const Acc* sums = phase_sums(ph, sums_.data() + r * pitch);
+      const Acc* sums = phase_sums(src, ph, sums_.data() + r * pitch);
       for (int64_t q = 0; q < ph.count; ++q) dst[q * s_ + r] = sums[q];
     }
   }
@@ -162,17 +168,17 @@ class BoxSpread {
 
   // The sums src[q + lo] + ... + src[q + hi] for q < count: computed into `scratch`, or, for a
   // single term, src itself.
-  SG_INLINE const Acc* phase_sums(const Phase& ph, Acc* __restrict scratch) const {
+  SG_INLINE const Acc* phase_sums(const Acc* src, const Phase& ph, Acc* __restrict scratch) const {
     if (ph.lo > ph.hi) {
       std::fill(scratch, scratch + ph.count, Acc(0));
       return scratch;
     }
-    const Acc* first = input_ + ph.lo;
+    const Acc* first = src + ph.lo;
     if (ph.lo == ph.hi) return first;
     const Acc* __restrict second = first + 1;
     for (int64_t q = 0; q < ph.count; ++q) scratch[q] = first[q] + second[q];
     for (int64_t j = ph.lo + 2; j <= ph.hi; ++j) {
-      const Acc* __restrict next = input_ + j;
+      const Acc* __restrict next = src + j;
       for (int64_t q = 0; q < ph.count; ++q) scratch[q] += next[q];
     }
     return scratch;
@@ -180,8 +186,8 @@ class BoxSpread {
 
   int64_t n_in_, s_;
   std::vector<Phase> phases_;
-  std::vector<Acc> padded_, sums_;
-  Acc* input_ = nullptr;
+  std::vector<Acc> padded_[2], sums_;
+  Acc* input_[2] = {nullptr, nullptr};
 };
 
 }  // namespace spatialgrad::detail
