@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -563,6 +564,57 @@ std::vector<ColumnChunk> column_chunks(const detail::LinearAxis<Acc>& w_axis, in
   return chunks;
 }
 
+// The W gather of one NHWC chunk for float/double rows with unit channel stride: grad_input pixel iw
+// gets sum over its sources k (in order) of w[k] * rows[(source[k] - ow0) * C + c], the sums of
+// weighted_rows, computed two vectors of channels at a time in registers and stored straight to the
+// output (streamed when `stream`), in one call per chunk: per-pixel calls and a sum row cost more than
+// the arithmetic here.
+template <class T>
+SG_SIMD_CLONES void gather_columns_dense(const detail::LinearAxis<T>& w_axis, const ColumnChunk& chunk, const T* rows,
+                                         int64_t channels, T* dst, int64_t pixel_stride, bool stream) {
+  typedef T Vec __attribute__((vector_size(32)));  // one AVX2 register (two SSE ones in the default clone)
+  constexpr int64_t kLanes = sizeof(Vec) / sizeof(T);
+  auto load = [](Vec& v, const T* p) { std::memcpy(&v, p, sizeof(Vec)); };
+  for (int64_t iw = chunk.iw_begin; iw < chunk.iw_end; ++iw) {
+    const int64_t e0 = w_axis.start[iw], count = w_axis.start[iw + 1] - e0;
+    T* __restrict out = dst + iw * pixel_stride;
+    if (count == 0) {
+      std::fill(out, out + channels, T(0));
+      continue;
+    }
+    const int64_t* source = w_axis.source.data() + e0;
+    const T* weight = w_axis.weight.data() + e0;
+    int64_t c = 0;
+    for (; c + 2 * kLanes <= channels; c += 2 * kLanes) {
+      const T* r = rows + (source[0] - chunk.ow_begin) * channels + c;
+      Vec x0, x1;
+      load(x0, r);
+      load(x1, r + kLanes);
+      Vec s0 = weight[0] * x0, s1 = weight[0] * x1;
+      for (int64_t k = 1; k < count; ++k) {
+        r = rows + (source[k] - chunk.ow_begin) * channels + c;
+        load(x0, r);
+        load(x1, r + kLanes);
+        s0 += weight[k] * x0;
+        s1 += weight[k] * x1;
+      }
+      T block[2 * kLanes];
+      std::memcpy(block, &s0, sizeof(Vec));
+      std::memcpy(block + kLanes, &s1, sizeof(Vec));
+      if (stream) {
+        store_row_streaming(out + c, 1, block, 2 * kLanes);
+      } else {
+        std::memcpy(out + c, block, sizeof(block));
+      }
+    }
+    for (; c < channels; ++c) {
+      T sum = weight[0] * rows[(source[0] - chunk.ow_begin) * channels + c];
+      for (int64_t k = 1; k < count; ++k) sum += weight[k] * rows[(source[k] - chunk.ow_begin) * channels + c];
+      out[c] = sum;
+    }
+  }
+}
+
 // NHWC: channels innermost, so both passes vectorise over (ow, c) / c. Input columns are processed
 // in chunks (column_chunks) to keep the H-contracted buffer in L1.
 template <class T>
@@ -640,6 +692,12 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
           }
         }
         // W gather.
+        if constexpr (std::is_same_v<T, Acc>) {
+          if (is.c == 1) {
+            gather_columns_dense(tab.w, chunk, rows.data(), channels, dst, is.w, stream);
+            continue;
+          }
+        }
         for (int64_t iw = chunk.iw_begin; iw < chunk.iw_end; ++iw) {
           const int64_t e0 = tab.w.start[iw], w_count = tab.w.start[iw + 1] - e0;
           T* out_px = dst + iw * is.w;
