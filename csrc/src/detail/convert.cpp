@@ -13,6 +13,17 @@
 namespace spatialgrad::detail {
 namespace {
 
+// rows[k], read with a load of its own: GCC otherwise reads two neighbouring pointers with one 16-byte
+// load, which waits for the caller's two 8-byte stores of them to reach the cache (no store forwarding).
+template <class T>
+inline T* row_pointer(T* const* rows, int64_t k) {
+  T* row = rows[k];
+#if defined(__GNUC__)
+  asm("" : "+r"(row));
+#endif
+  return row;
+}
+
 template <class T>
 SG_SIMD_CLONES void widen_portable(const T* src, int64_t stride, int64_t n, float* __restrict dst) {
   if (stride == 1) {
@@ -113,15 +124,35 @@ __attribute__((target("avx,f16c"))) void narrow_f16c(const Src src, int64_t n, H
   for (; i < n; ++i) dst[i] = to_half(src.at(i));
 }
 
+// One pass over up to four rows (kRows, or `count` when kRows is 0), their pointers and weights in
+// registers.
+template <int kRows>
 __attribute__((target("avx,f16c"))) void weighted_sum_f16c(const Half* const* rows, const float* w, int64_t count,
                                                           int64_t n, float* acc) {
+  const Half* r[4];
+  __m256 wk[4];
+  if constexpr (kRows > 0) {
+    for (int k = 0; k < kRows; ++k) {
+      r[k] = row_pointer(rows, k);
+      wk[k] = _mm256_set1_ps(w[k]);
+    }
+  }
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    __m256 sum = _mm256_setzero_ps();
-    for (int64_t k = 0; k < count; ++k) {
-      const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[k] + i)));
-      const __m256 term = _mm256_mul_ps(_mm256_set1_ps(w[k]), x);
-      sum = k == 0 ? term : _mm256_add_ps(sum, term);
+    __m256 sum;
+    if constexpr (kRows > 0) {
+      sum = _mm256_mul_ps(wk[0], _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[0] + i))));
+      for (int k = 1; k < kRows; ++k) {
+        const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[k] + i)));
+        sum = _mm256_add_ps(sum, _mm256_mul_ps(wk[k], x));
+      }
+    } else {
+      sum = _mm256_setzero_ps();
+      for (int64_t k = 0; k < count; ++k) {
+        const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[k] + i)));
+        const __m256 term = _mm256_mul_ps(_mm256_set1_ps(w[k]), x);
+        sum = k == 0 ? term : _mm256_add_ps(sum, term);
+      }
     }
     _mm256_storeu_ps(acc + i, sum);
   }
@@ -241,14 +272,7 @@ void narrow_sum(const float* const* rows, int64_t count, int64_t n, T* dst, int6
   if (stride == 1) {
     // One and two rows (most calls) without the loop over rows.
     if (count == 1 && narrow_vector(OneRow{rows[0]}, n, dst)) return;
-    if (count == 2) {
-      const float* a = rows[0];
-      const float* b = rows[1];
-      // Kept in two registers: GCC otherwise reads both pointers with one 16-byte load, which waits
-      // for the caller's two 8-byte stores of them to reach the cache (no store forwarding).
-      asm("" : "+r"(a), "+r"(b));
-      if (narrow_vector(RowPair{a, b}, n, dst)) return;
-    }
+    if (count == 2 && narrow_vector(RowPair{row_pointer(rows, 0), row_pointer(rows, 1)}, n, dst)) return;
     if (count > 2 && narrow_vector(RowSum{rows, count}, n, dst)) return;
   }
 #endif
@@ -286,7 +310,20 @@ void widen_row(const Half* src, int64_t stride, int64_t n, float* dst) {
 
 void weighted_sum_rows(const Half* const* rows, const float* w, int64_t count, int64_t n, float* acc) {
 #ifdef SG_HAVE_F16C_PATH
-  if (use(ConvertPath::kF16cAvx2)) return weighted_sum_f16c(rows, w, count, n, acc);
+  if (use(ConvertPath::kF16cAvx2)) {
+    switch (count) {
+      case 1:
+        return weighted_sum_f16c<1>(rows, w, count, n, acc);
+      case 2:
+        return weighted_sum_f16c<2>(rows, w, count, n, acc);
+      case 3:
+        return weighted_sum_f16c<3>(rows, w, count, n, acc);
+      case 4:
+        return weighted_sum_f16c<4>(rows, w, count, n, acc);
+      default:
+        return weighted_sum_f16c<0>(rows, w, count, n, acc);
+    }
+  }
 #endif
   weighted_sum_portable(rows, w, count, n, acc);
 }
