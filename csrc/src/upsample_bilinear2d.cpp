@@ -298,7 +298,6 @@ void forward_nchw(const TensorView& input, const TensorView& output, const Table
     const Acc* lw1 = tab.w.l1.data();
     // float16/bfloat16 rows are converted whole, as vector loops (detail/convert.h).
     std::vector<float> wide(detail::kIsHalfType<T> ? static_cast<size_t>(tab.w.in) : 0);
-    std::vector<float> blended(detail::kIsHalfType<T> ? static_cast<size_t>(out_w) : 0);
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t plane = item / out_h, oh = item % out_h;
       const int64_t n = plane / channels, c = plane % channels;
@@ -315,8 +314,7 @@ void forward_nchw(const TensorView& input, const TensorView& output, const Table
       });
       T* dst = out + n * os.n + c * os.c + oh * os.h;
       if constexpr (detail::kIsHalfType<T>) {
-        blend_store(blended.data(), 1, rows.first, rows.second, tab.h.l0[oh], tab.h.l1[oh], out_w);
-        detail::narrow_row(blended.data(), out_w, dst, os.w);
+        detail::narrow_blend_rows(rows.first, rows.second, tab.h.l0[oh], tab.h.l1[oh], out_w, dst, os.w);
       } else {
         blend_store(dst, os.w, rows.first, rows.second, tab.h.l0[oh], tab.h.l1[oh], out_w);
       }
@@ -343,7 +341,6 @@ void forward_nhwc(const TensorView& input, const TensorView& output, const Table
   parallel_for(0, batch * out_h, kMinWorkPerTask / work_per_row + 1, [&](int64_t lo, int64_t hi) {
     RowPairCache<Acc> cache(row_len);
     std::vector<float> wide(detail::kIsHalfType<T> ? static_cast<size_t>(in_w * channels) : 0);  // an input row (iw, c)
-    std::vector<float> blended(detail::kIsHalfType<T> ? static_cast<size_t>(row_len) : 0);
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t n = item / out_h, oh = item % out_h;
       const T* src = in + n * is.n;
@@ -376,12 +373,13 @@ void forward_nhwc(const TensorView& input, const TensorView& output, const Table
       T* dst = out + n * os.n + oh * os.h;
       const Acc a0 = tab.h.l0[oh], a1 = tab.h.l1[oh];
       if constexpr (detail::kIsHalfType<T>) {
-        blend_store(blended.data(), 1, rows.first, rows.second, a0, a1, row_len);
         if (dense_out) {
-          detail::narrow_row(blended.data(), row_len, dst, 1);
+          detail::narrow_blend_rows(rows.first, rows.second, a0, a1, row_len, dst, 1);
         } else {
-          for (int64_t ow = 0; ow < out_w; ++ow)
-            detail::narrow_row(blended.data() + ow * channels, channels, dst + ow * os.w, os.c);
+          for (int64_t ow = 0; ow < out_w; ++ow) {
+            detail::narrow_blend_rows(rows.first + ow * channels, rows.second + ow * channels, a0, a1, channels,
+                                      dst + ow * os.w, os.c);
+          }
         }
       } else if (dense_out && stream) {
         blend_store<true>(dst, 1, rows.first, rows.second, a0, a1, row_len);

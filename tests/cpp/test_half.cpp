@@ -286,6 +286,42 @@ void expect_sum_rows_match_sum_then_round() {
   });
 }
 
+// narrow_blend_rows gives the bits of the float32 blend wa * a + wb * b (no fused multiply-add)
+// followed by the element rounding, on every path, at unit and other strides.
+template <class T>
+void expect_blend_rows_match_blend_then_round() {
+  std::vector<float> values;
+  for (uint32_t b : test_patterns()) values.push_back(float_of(b));
+  const float* a = values.data();
+  const float* b = values.data() + 3;
+  const int64_t longest = static_cast<int64_t>(values.size()) - 3;
+  const float weights[3][2] = {{0.25f, 0.75f}, {1.0f / 3, 2.0f / 3}, {1.0f, 0.0f}};
+  for_each_convert_path([&] {
+    for (const auto& w : weights) {
+      for (int64_t stride : {1, 2}) {
+        for (int64_t n : {longest, int64_t(21), int64_t(7), int64_t(0)}) {
+          std::vector<T> got(static_cast<size_t>(n * stride + 1), T{0x5555});
+          detail::narrow_blend_rows(a, b, w[0], w[1], n, got.data(), stride);
+          for (int64_t i = 0; i < n; ++i) {
+            const float blend = w[0] * a[i] + w[1] * b[i];
+            if (std::isnan(blend)) {  // which NaN operand passes on depends on the operand order
+              ASSERT_TRUE(std::isnan(to_float(got[i * stride]))) << "element " << i;
+            } else {
+              const uint16_t expected = std::is_same_v<T, Half> ? to_half(blend).bits : to_bfloat16(blend).bits;
+              ASSERT_EQ(got[i * stride].bits, expected) << "weights " << w[0] << " stride " << stride << " element " << i;
+            }
+            if (stride == 2) ASSERT_EQ(got[i * 2 + 1].bits, 0x5555) << "wrote between the strided elements";
+          }
+          ASSERT_EQ(got[n * stride].bits, 0x5555) << "wrote past the row";
+        }
+      }
+    }
+  });
+}
+
+TEST(Half, NarrowBlendRowsMatchesBlendThenRound) { expect_blend_rows_match_blend_then_round<Half>(); }
+TEST(BFloat16, NarrowBlendRowsMatchesBlendThenRound) { expect_blend_rows_match_blend_then_round<BFloat16>(); }
+
 TEST(Half, NarrowSumRowsMatchesSumThenRound) { expect_sum_rows_match_sum_then_round<Half>(); }
 TEST(BFloat16, NarrowSumRowsMatchesSumThenRound) { expect_sum_rows_match_sum_then_round<BFloat16>(); }
 

@@ -60,6 +60,20 @@ SG_SIMD_CLONES void narrow_sum_portable(const float* const* rows, int64_t count,
   }
 }
 
+// narrow_blend_rows without conversion instructions: the blend of a chunk of columns in float
+// scratch, then narrowed.
+template <class T>
+SG_SIMD_CLONES void narrow_blend_portable(const float* __restrict a, const float* __restrict b, float wa, float wb,
+                                          int64_t n, T* dst, int64_t stride) {
+  constexpr int64_t kChunk = 256;
+  float blended[kChunk];
+  for (int64_t lo = 0; lo < n; lo += kChunk) {
+    const int64_t len = std::min(kChunk, n - lo);
+    for (int64_t i = 0; i < len; ++i) blended[i] = wa * a[lo + i] + wb * b[lo + i];
+    narrow_portable(blended, len, dst + lo * stride, stride);
+  }
+}
+
 #ifdef SG_HAVE_F16C_PATH
 // Where the vector narrowings read their floats: one row, or the sums of `count` rows added in order
 // (narrow_sum_rows). Loads of 8 (AVX) or 16 (AVX-512) lanes from column i, and single columns for the
@@ -81,6 +95,21 @@ struct RowPair {
     return _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i));
   }
   float at(int64_t i) const { return a[i] + b[i]; }
+};
+
+struct RowBlend {
+  const float* a;
+  const float* b;
+  float wa, wb;
+  __attribute__((target("avx"), always_inline)) __m256 load8(int64_t i) const {
+    return _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(wa), _mm256_loadu_ps(a + i)),
+                         _mm256_mul_ps(_mm256_set1_ps(wb), _mm256_loadu_ps(b + i)));
+  }
+  __attribute__((target("avx512f"), always_inline)) __m512 load16(int64_t i) const {
+    return _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(wa), _mm512_loadu_ps(a + i)),
+                         _mm512_mul_ps(_mm512_set1_ps(wb), _mm512_loadu_ps(b + i)));
+  }
+  float at(int64_t i) const { return wa * a[i] + wb * b[i]; }
 };
 
 struct RowSum {
@@ -342,6 +371,22 @@ void narrow_row(const float* src, int64_t n, BFloat16* dst, int64_t stride) {
   if (stride == 1 && narrow_vector(OneRow{src}, n, dst)) return;
 #endif
   narrow_portable(src, n, dst, stride);
+}
+
+template <class T>
+void narrow_blend(const float* a, const float* b, float wa, float wb, int64_t n, T* dst, int64_t stride) {
+#ifdef SG_HAVE_F16C_PATH
+  if (stride == 1 && narrow_vector(RowBlend{a, b, wa, wb}, n, dst)) return;
+#endif
+  narrow_blend_portable(a, b, wa, wb, n, dst, stride);
+}
+
+void narrow_blend_rows(const float* a, const float* b, float wa, float wb, int64_t n, Half* dst, int64_t stride) {
+  narrow_blend(a, b, wa, wb, n, dst, stride);
+}
+
+void narrow_blend_rows(const float* a, const float* b, float wa, float wb, int64_t n, BFloat16* dst, int64_t stride) {
+  narrow_blend(a, b, wa, wb, n, dst, stride);
 }
 
 void narrow_sum_rows(const float* const* rows, int64_t count, int64_t n, Half* dst, int64_t stride) {

@@ -23,6 +23,10 @@ void narrow_row(const float* src, int64_t n, BFloat16* dst, int64_t stride);
 // pass with no scratch row.
 void narrow_sum_rows(const float* const* rows, int64_t count, int64_t n, Half* dst, int64_t stride);
 void narrow_sum_rows(const float* const* rows, int64_t count, int64_t n, BFloat16* dst, int64_t stride);
+// dst[i * stride] = wa * a[i] + wb * b[i] (float32, no fused multiply-add) rounded once, for i < n: a
+// blend of two rows followed by narrow_row, in one pass (the H blend of the upsample forward).
+void narrow_blend_rows(const float* a, const float* b, float wa, float wb, int64_t n, Half* dst, int64_t stride);
+void narrow_blend_rows(const float* a, const float* b, float wa, float wb, int64_t n, BFloat16* dst, int64_t stride);
 
 // acc[i] = sum over k < count (>= 1) of w[k] * rows[k][i] widened, for i < n: products added in order
 // k = 0, 1, ... (no fused multiply-add), so the bits of widen_row into scratch followed by a float32
