@@ -75,9 +75,9 @@ SG_SIMD_CLONES void narrow_blend_portable(const float* __restrict a, const float
 }
 
 #ifdef SG_HAVE_F16C_PATH
-// Where the vector narrowings read their floats: one row, or the sums of `count` rows added in order
-// (narrow_sum_rows). Loads of 8 (AVX) or 16 (AVX-512) lanes from column i, and single columns for the
-// tails.
+// Where the vector narrowings read their floats: one row, the sum of two rows or of `count` rows added
+// in order (narrow_sum_rows), or a weighted pair (narrow_blend_rows). Loads of 8 (AVX) or 16 (AVX-512)
+// lanes from column i, and single columns for the tails.
 struct OneRow {
   const float* src;
   __attribute__((target("avx"), always_inline)) __m256 load8(int64_t i) const { return _mm256_loadu_ps(src + i); }
