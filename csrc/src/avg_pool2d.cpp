@@ -401,30 +401,23 @@ SG_SIMD_CLONES void backward_rows(const PlanePlan<T>& plan, int64_t lo, int64_t 
     ring_next = std::max(ring_next, oh_last);
     const int64_t count = oh_last - oh_first;
     T* dst = cursor.dst + h * plan.dst_h;
-    if (count == 0) {
-      std::fill(row_out.begin(), row_out.end(), Acc(0));
-      store_row(row_out.data(), in_w, dst, plan.dst_w);
-      continue;
-    }
     for (int64_t k = 0; k < count; ++k) covering[k] = ring_row(oh_first + k);
     if constexpr (kNarrowRows<T>) {
-      // The sums and their rounding in one pass.
-      detail::narrow_sum_rows(covering.data(), count, in_w, dst, plan.dst_w);
-    } else if (count == 1) {
+      if (count > 0) {  // the sums and their rounding in one pass
+        detail::narrow_sum_rows(covering.data(), count, in_w, dst, plan.dst_w);
+        continue;
+      }
+    }
+    if (count == 1) {
       store_row(covering[0], in_w, dst, plan.dst_w);
-    } else {
+    } else if (count == 2 && direct_store) {
       const Acc* __restrict r0 = covering[0];
       const Acc* __restrict r1 = covering[1];
-      if (count == 2 && direct_store) {
-        for (int64_t w = 0; w < in_w; ++w) dst[w] = store_as<T>(r0[w] + r1[w]);
-      } else {
-        for (int64_t w = 0; w < in_w; ++w) row_out[w] = r0[w] + r1[w];
-        for (int64_t k = 2; k < count; ++k) {
-          const Acc* __restrict spread_row = covering[k];
-          for (int64_t w = 0; w < in_w; ++w) row_out[w] += spread_row[w];
-        }
-        store_row(row_out.data(), in_w, dst, plan.dst_w);
-      }
+      for (int64_t w = 0; w < in_w; ++w) dst[w] = store_as<T>(r0[w] + r1[w]);
+    } else {
+      // sum_rows starts from +0, which changes no spread value (none is -0).
+      sum_rows(count, in_w, 1, [&](int64_t k) { return covering[k]; }, row_out.data());
+      store_row(row_out.data(), in_w, dst, plan.dst_w);
     }
   }
 }

@@ -248,15 +248,32 @@ TEST(Half, WeightedSumRowsMatchesWidenThenSum) {
   });
 }
 
+// A row written by a fused narrowing at `stride` (the rest of `got` preset to 0x5555): element i holds
+// the rounding of value(i), its float32 value (a NaN for a NaN value: which NaN operand an addition
+// passes on depends on the order the compiler gives the operands), and nothing else was written.
+template <class T, class Value>
+void expect_narrowed(const std::vector<T>& got, int64_t n, int64_t stride, const Value& value) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = value(i);
+    if (std::isnan(v)) {
+      ASSERT_TRUE(std::isnan(to_float(got[i * stride]))) << "element " << i;
+    } else {
+      const uint16_t expected = std::is_same_v<T, Half> ? to_half(v).bits : to_bfloat16(v).bits;
+      ASSERT_EQ(got[i * stride].bits, expected) << "stride " << stride << " element " << i;
+    }
+    for (int64_t j = 1; j < stride; ++j) ASSERT_EQ(got[i * stride + j].bits, 0x5555) << "wrote between elements";
+  }
+  ASSERT_EQ(got[n * stride].bits, 0x5555) << "wrote past the row";
+}
+
 // narrow_sum_rows gives the bits of a float32 sum of the rows in order followed by the element
-// rounding (a NaN for a NaN sum), on every path: 1 to 4 rows (one and two rows have their own loops), unit and other
+// rounding, on every path: 1 to 4 rows (one and two rows have their own loops), unit and other
 // strides, ragged lengths, and special floats among the terms (NaN, Inf, subnormals, sums that
 // overflow or round to a tie).
 template <class T>
 void expect_sum_rows_match_sum_then_round() {
-  const std::vector<uint32_t> patterns = test_patterns();
   std::vector<float> values;
-  for (uint32_t b : patterns) values.push_back(float_of(b));
+  for (uint32_t b : test_patterns()) values.push_back(float_of(b));
   for_each_convert_path([&] {
     for (int64_t count = 1; count <= 4; ++count) {
       std::vector<const float*> rows;
@@ -267,24 +284,19 @@ void expect_sum_rows_match_sum_then_round() {
         for (int64_t n : {longest, int64_t(21), int64_t(7), int64_t(0)}) {
           std::vector<T> got(static_cast<size_t>(n * stride + 1), T{0x5555});
           detail::narrow_sum_rows(rows.data(), count, n, got.data(), stride);
-          for (int64_t i = 0; i < n; ++i) {
+          ASSERT_NO_FATAL_FAILURE(expect_narrowed(got, n, stride, [&](int64_t i) {
             float sum = rows[0][i];
             for (int64_t k = 1; k < count; ++k) sum += rows[k][i];
-            if (std::isnan(sum)) {
-              // Which NaN operand an addition passes on depends on the order the compiler gives the operands.
-              ASSERT_TRUE(std::isnan(to_float(got[i * stride]))) << "count " << count << " element " << i;
-            } else {
-              const uint16_t expected = std::is_same_v<T, Half> ? to_half(sum).bits : to_bfloat16(sum).bits;
-              ASSERT_EQ(got[i * stride].bits, expected) << "count " << count << " stride " << stride << " element " << i;
-            }
-            for (int64_t j = 1; j < stride && i + 1 < n; ++j) ASSERT_EQ(got[i * stride + j].bits, 0x5555);
-          }
-          ASSERT_EQ(got[n * stride].bits, 0x5555) << "wrote past the row";
+            return sum;
+          })) << "count " << count;
         }
       }
     }
   });
 }
+
+TEST(Half, NarrowSumRowsMatchesSumThenRound) { expect_sum_rows_match_sum_then_round<Half>(); }
+TEST(BFloat16, NarrowSumRowsMatchesSumThenRound) { expect_sum_rows_match_sum_then_round<BFloat16>(); }
 
 // narrow_blend_rows gives the bits of the float32 blend wa * a + wb * b (no fused multiply-add)
 // followed by the element rounding, on every path, at unit and other strides.
@@ -302,17 +314,8 @@ void expect_blend_rows_match_blend_then_round() {
         for (int64_t n : {longest, int64_t(21), int64_t(7), int64_t(0)}) {
           std::vector<T> got(static_cast<size_t>(n * stride + 1), T{0x5555});
           detail::narrow_blend_rows(a, b, w[0], w[1], n, got.data(), stride);
-          for (int64_t i = 0; i < n; ++i) {
-            const float blend = w[0] * a[i] + w[1] * b[i];
-            if (std::isnan(blend)) {  // which NaN operand passes on depends on the operand order
-              ASSERT_TRUE(std::isnan(to_float(got[i * stride]))) << "element " << i;
-            } else {
-              const uint16_t expected = std::is_same_v<T, Half> ? to_half(blend).bits : to_bfloat16(blend).bits;
-              ASSERT_EQ(got[i * stride].bits, expected) << "weights " << w[0] << " stride " << stride << " element " << i;
-            }
-            if (stride == 2) ASSERT_EQ(got[i * 2 + 1].bits, 0x5555) << "wrote between the strided elements";
-          }
-          ASSERT_EQ(got[n * stride].bits, 0x5555) << "wrote past the row";
+          ASSERT_NO_FATAL_FAILURE(expect_narrowed(got, n, stride, [&](int64_t i) { return w[0] * a[i] + w[1] * b[i]; }))
+              << "weights " << w[0] << ", " << w[1];
         }
       }
     }
@@ -321,9 +324,6 @@ void expect_blend_rows_match_blend_then_round() {
 
 TEST(Half, NarrowBlendRowsMatchesBlendThenRound) { expect_blend_rows_match_blend_then_round<Half>(); }
 TEST(BFloat16, NarrowBlendRowsMatchesBlendThenRound) { expect_blend_rows_match_blend_then_round<BFloat16>(); }
-
-TEST(Half, NarrowSumRowsMatchesSumThenRound) { expect_sum_rows_match_sum_then_round<Half>(); }
-TEST(BFloat16, NarrowSumRowsMatchesSumThenRound) { expect_sum_rows_match_sum_then_round<BFloat16>(); }
 
 TEST(BFloat16, EveryBFloat16WidensExactly) {
   for (uint32_t b = 0; b <= 0xffff; ++b) EXPECT_EQ(bits_of(to_float(BFloat16{static_cast<uint16_t>(b)})), b << 16);

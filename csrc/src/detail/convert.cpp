@@ -42,36 +42,37 @@ SG_SIMD_CLONES void narrow_portable(const float* __restrict src, int64_t n, T* d
   }
 }
 
-// narrow_sum_rows without conversion instructions: the sums of a chunk of columns in float scratch,
-// then narrowed.
-template <class T>
-SG_SIMD_CLONES void narrow_sum_portable(const float* const* rows, int64_t count, int64_t n, T* dst, int64_t stride) {
+// The fused narrowings without conversion instructions: fill(lo, len, scratch) computes the floats of
+// columns [lo, lo + len) into float scratch, a chunk at a time, which are then narrowed.
+template <class T, class Fill>
+SG_INLINE void narrow_chunks(int64_t n, T* dst, int64_t stride, const Fill& fill) {
   constexpr int64_t kChunk = 256;
-  float sums[kChunk];
+  float scratch[kChunk];
   for (int64_t lo = 0; lo < n; lo += kChunk) {
     const int64_t len = std::min(kChunk, n - lo);
+    fill(lo, len, scratch);
+    narrow_portable(scratch, len, dst + lo * stride, stride);
+  }
+}
+
+template <class T>
+SG_SIMD_CLONES void narrow_sum_portable(const float* const* rows, int64_t count, int64_t n, T* dst, int64_t stride) {
+  narrow_chunks(n, dst, stride, [&](int64_t lo, int64_t len, float* __restrict sums) {
     const float* __restrict first = rows[0] + lo;
     for (int64_t i = 0; i < len; ++i) sums[i] = first[i];
     for (int64_t k = 1; k < count; ++k) {
       const float* __restrict next = rows[k] + lo;
       for (int64_t i = 0; i < len; ++i) sums[i] += next[i];
     }
-    narrow_portable(sums, len, dst + lo * stride, stride);
-  }
+  });
 }
 
-// narrow_blend_rows without conversion instructions: the blend of a chunk of columns in float
-// scratch, then narrowed.
 template <class T>
 SG_SIMD_CLONES void narrow_blend_portable(const float* __restrict a, const float* __restrict b, float wa, float wb,
                                           int64_t n, T* dst, int64_t stride) {
-  constexpr int64_t kChunk = 256;
-  float blended[kChunk];
-  for (int64_t lo = 0; lo < n; lo += kChunk) {
-    const int64_t len = std::min(kChunk, n - lo);
+  narrow_chunks(n, dst, stride, [&](int64_t lo, int64_t len, float* __restrict blended) {
     for (int64_t i = 0; i < len; ++i) blended[i] = wa * a[lo + i] + wb * b[lo + i];
-    narrow_portable(blended, len, dst + lo * stride, stride);
-  }
+  });
 }
 
 #ifdef SG_HAVE_F16C_PATH
@@ -359,19 +360,9 @@ void weighted_sum_rows(const Half* const* rows, const float* w, int64_t count, i
 
 void widen_row(const BFloat16* src, int64_t stride, int64_t n, float* dst) { widen_portable(src, stride, n, dst); }
 
-void narrow_row(const float* src, int64_t n, Half* dst, int64_t stride) {
-#ifdef SG_HAVE_F16C_PATH
-  if (stride == 1 && narrow_vector(OneRow{src}, n, dst)) return;
-#endif
-  narrow_portable(src, n, dst, stride);
-}
+void narrow_row(const float* src, int64_t n, Half* dst, int64_t stride) { narrow_sum(&src, 1, n, dst, stride); }
 
-void narrow_row(const float* src, int64_t n, BFloat16* dst, int64_t stride) {
-#ifdef SG_HAVE_F16C_PATH
-  if (stride == 1 && narrow_vector(OneRow{src}, n, dst)) return;
-#endif
-  narrow_portable(src, n, dst, stride);
-}
+void narrow_row(const float* src, int64_t n, BFloat16* dst, int64_t stride) { narrow_sum(&src, 1, n, dst, stride); }
 
 template <class T>
 void narrow_blend(const float* a, const float* b, float wa, float wb, int64_t n, T* dst, int64_t stride) {
