@@ -130,7 +130,7 @@ std::vector<Acc> cast_all(const std::vector<double>& values) {
   return std::vector<Acc>(values.begin(), values.end());
 }
 
-// float16 rows are widened whole (F16C where the CPU has it, detail/convert.h); bfloat16 widens
+// float16 rows are widened by whole rows (F16C where the CPU has it, detail/convert.h); bfloat16 widens
 // with a shift that vectorises inline in the kernels' clones. Both narrow whole rows.
 template <class T>
 constexpr bool kWidenRows = std::is_same_v<T, Half>;
@@ -235,23 +235,21 @@ SG_SIMD_CLONES void forward_rows(const PlanePlan<T>& plan, int64_t lo, int64_t h
   std::vector<Acc> sums(static_cast<size_t>(out_w));
   Acc* column_sums = box.input();
   const Acc* col_factor = plan.col_factor.data();
-  // float16: input rows widened once each into a ring that holds the rows of the current window.
-  const int64_t window_rows = std::max<int64_t>(win.h.max_window, 1);
-  std::vector<Acc> ring(kWidenRows<T> ? static_cast<size_t>(window_rows * in_w) : 0);
+  // float16: the window's rows are widened as they are summed (detail::widen_sum_rows).
+  std::vector<const T*> window(static_cast<size_t>(std::max<int64_t>(win.h.max_window, 1)));
   PlaneCursor<T> cursor{plan, out_h};
-  int64_t ring_next = 0;  // rows [.., ring_next) of this plane are in the ring
   for (int64_t item = lo; item < hi; ++item) {
-    if (cursor.move_to(item)) ring_next = win.h.start[cursor.row];
+    cursor.move_to(item);
     const int64_t oh = cursor.row;
     const T* src = cursor.src;
     const int64_t first = win.h.start[oh], count = win.h.end[oh] - first;
     if constexpr (kWidenRows<T>) {
-      for (int64_t h = std::max(ring_next, first); h < first + count; ++h) {
-        detail::widen_row(src + h * plan.src_h, plan.src_w, in_w, ring.data() + (h % window_rows) * in_w);
+      for (int64_t r = 0; r < count; ++r) window[r] = src + (first + r) * plan.src_h;
+      if (count == 0) {
+        std::fill(column_sums, column_sums + in_w, Acc(0));
+      } else {
+        detail::widen_sum_rows(window.data(), count, in_w, plan.src_w, column_sums);
       }
-      ring_next = std::max(ring_next, first + count);
-      sum_rows(count, in_w, 1, [&](int64_t r) { return ring.data() + ((first + r) % window_rows) * in_w; },
-               column_sums);
     } else {
       sum_rows(count, in_w, plan.src_w, [&](int64_t r) { return src + (first + r) * plan.src_h; }, column_sums);
     }

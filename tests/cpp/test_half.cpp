@@ -248,6 +248,40 @@ TEST(Half, WeightedSumRowsMatchesWidenThenSum) {
   });
 }
 
+// widen_sum_rows gives the bits of widening each row and adding the rows in order from +0 in float32
+// (the avg_pool2d forward's window sums), on every path: 1 to 5 rows (1-4 have their own loops), unit and
+// other strides (the portable path), ragged lengths, every float16 value among the inputs. A NaN sum only
+// has to be a NaN (which NaN operand an addition passes on depends on operand order).
+TEST(Half, WidenSumRowsMatchesWidenThenSum) {
+  std::vector<Half> values(3 * (0x10000 + 40));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = Half{static_cast<uint16_t>((i * 7919u) & 0xffffu)};
+  values[5] = Half{0x8000};  // -0 in every row's first column: +0 + -0 is +0
+  values[5 + 8] = values[5 + 16] = values[5 + 24] = values[5 + 32] = values[5];
+  for_each_convert_path([&] {
+    for (int64_t count = 1; count <= 5; ++count) {
+      for (int64_t stride : {int64_t(1), int64_t(3)}) {
+        for (int64_t n : {int64_t(0x10000), int64_t(13), int64_t(7), int64_t(1)}) {
+          std::vector<const Half*> rows;
+          for (int64_t k = 0; k < count; ++k) rows.push_back(values.data() + 5 + 8 * k);
+          std::vector<float> got(static_cast<size_t>(n) + 1, -7.0f);
+          detail::widen_sum_rows(rows.data(), count, n, stride, got.data());
+          for (int64_t i = 0; i < n; ++i) {
+            float expected = 0.0f + to_float(rows[0][i * stride]);
+            for (int64_t k = 1; k < count; ++k) expected += to_float(rows[k][i * stride]);
+            if (std::isnan(expected)) {
+              ASSERT_TRUE(std::isnan(got[i])) << "count " << count << " n " << n << " element " << i;
+            } else {
+              ASSERT_EQ(bits_of(got[i]), bits_of(expected))
+                  << "count " << count << " stride " << stride << " n " << n << " element " << i;
+            }
+          }
+          ASSERT_EQ(got[n], -7.0f) << "wrote past the row";
+        }
+      }
+    }
+  });
+}
+
 // A row written by a fused narrowing at `stride` (the rest of `got` preset to 0x5555): element i holds
 // the rounding of value(i), its float32 value (a NaN for a NaN value: which NaN operand an addition
 // passes on depends on the order the compiler gives the operands), and nothing else was written.

@@ -154,41 +154,46 @@ __attribute__((target("avx,f16c"))) void narrow_f16c(const Src src, int64_t n, H
   for (; i < n; ++i) dst[i] = to_half(src.at(i));
 }
 
+__attribute__((target("avx,f16c"), always_inline)) inline __m256 widened8(const Half* row, int64_t i) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + i)));
+}
+
+template <bool kWeighted>
+__attribute__((target("avx"), always_inline)) inline __m256 row_term(__m256 weight, __m256 x) {
+  return kWeighted ? _mm256_mul_ps(weight, x) : x;
+}
+
 // One pass over up to four rows (kRows, or `count` when kRows is 0), their pointers and weights in
-// registers.
-template <int kRows>
-__attribute__((target("avx,f16c"))) void weighted_sum_f16c(const Half* const* rows, const float* w, int64_t count,
-                                                          int64_t n, float* acc) {
+// registers: acc[i] = w[0] * x0 + w[1] * x1 + ... when kWeighted, else ((0 + x0) + x1) + ..., where xk
+// is rows[k][i] widened.
+template <int kRows, bool kWeighted>
+__attribute__((target("avx,f16c"))) void row_sum_f16c(const Half* const* rows, const float* w, int64_t count,
+                                                     int64_t n, float* acc) {
   const Half* r[4];
-  __m256 wk[4];
+  __m256 wk[4] = {};
   if constexpr (kRows > 0) {
     for (int k = 0; k < kRows; ++k) {
       r[k] = row_pointer(rows, k);
-      wk[k] = _mm256_set1_ps(w[k]);
+      if constexpr (kWeighted) wk[k] = _mm256_set1_ps(w[k]);
     }
   }
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    __m256 sum;
+    __m256 sum = _mm256_setzero_ps();
     if constexpr (kRows > 0) {
-      sum = _mm256_mul_ps(wk[0], _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[0] + i))));
-      for (int k = 1; k < kRows; ++k) {
-        const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[k] + i)));
-        sum = _mm256_add_ps(sum, _mm256_mul_ps(wk[k], x));
-      }
+      sum = kWeighted ? row_term<kWeighted>(wk[0], widened8(r[0], i)) : _mm256_add_ps(sum, widened8(r[0], i));
+      for (int k = 1; k < kRows; ++k) sum = _mm256_add_ps(sum, row_term<kWeighted>(wk[k], widened8(r[k], i)));
     } else {
-      sum = _mm256_setzero_ps();
       for (int64_t k = 0; k < count; ++k) {
-        const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[k] + i)));
-        const __m256 term = _mm256_mul_ps(_mm256_set1_ps(w[k]), x);
-        sum = k == 0 ? term : _mm256_add_ps(sum, term);
+        const __m256 t = row_term<kWeighted>(_mm256_set1_ps(kWeighted ? w[k] : 0.0f), widened8(rows[k], i));
+        sum = kWeighted && k == 0 ? t : _mm256_add_ps(sum, t);
       }
     }
     _mm256_storeu_ps(acc + i, sum);
   }
   for (; i < n; ++i) {
-    float sum = w[0] * to_float(rows[0][i]);
-    for (int64_t k = 1; k < count; ++k) sum += w[k] * to_float(rows[k][i]);
+    float sum = kWeighted ? w[0] * to_float(rows[0][i]) : 0.0f + to_float(rows[0][i]);
+    for (int64_t k = 1; k < count; ++k) sum += kWeighted ? w[k] * to_float(rows[k][i]) : to_float(rows[k][i]);
     acc[i] = sum;
   }
 }
@@ -260,6 +265,15 @@ SG_SIMD_CLONES void weighted_sum_portable(const Half* const* rows, const float* 
   }
 }
 
+SG_SIMD_CLONES void widen_sum_portable(const Half* const* rows, int64_t count, int64_t n, int64_t stride,
+                                       float* __restrict sums) {
+  for (int64_t i = 0; i < n; ++i) sums[i] = 0.0f + to_float(rows[0][i * stride]);
+  for (int64_t k = 1; k < count; ++k) {
+    const Half* row = rows[k];
+    for (int64_t i = 0; i < n; ++i) sums[i] += to_float(row[i * stride]);
+  }
+}
+
 // Bit p set: calls may take path p (the CPU has it and the limit allows it). One mask, so that the
 // choice costs a load and a test in calls on rows of a few dozen elements.
 unsigned usable_paths(ConvertPath most_capable) {
@@ -293,6 +307,25 @@ bool narrow_vector(Src src, int64_t n, BFloat16* dst) {
     return false;
   }
   return true;
+}
+#endif
+
+#ifdef SG_HAVE_F16C_PATH
+// row_sum_f16c with the row count as a template argument up to four rows.
+template <bool kWeighted>
+void row_sum_vector(const Half* const* rows, const float* w, int64_t count, int64_t n, float* acc) {
+  switch (count) {
+    case 1:
+      return row_sum_f16c<1, kWeighted>(rows, w, count, n, acc);
+    case 2:
+      return row_sum_f16c<2, kWeighted>(rows, w, count, n, acc);
+    case 3:
+      return row_sum_f16c<3, kWeighted>(rows, w, count, n, acc);
+    case 4:
+      return row_sum_f16c<4, kWeighted>(rows, w, count, n, acc);
+    default:
+      return row_sum_f16c<0, kWeighted>(rows, w, count, n, acc);
+  }
 }
 #endif
 
@@ -340,22 +373,16 @@ void widen_row(const Half* src, int64_t stride, int64_t n, float* dst) {
 
 void weighted_sum_rows(const Half* const* rows, const float* w, int64_t count, int64_t n, float* acc) {
 #ifdef SG_HAVE_F16C_PATH
-  if (use(ConvertPath::kF16cAvx2)) {
-    switch (count) {
-      case 1:
-        return weighted_sum_f16c<1>(rows, w, count, n, acc);
-      case 2:
-        return weighted_sum_f16c<2>(rows, w, count, n, acc);
-      case 3:
-        return weighted_sum_f16c<3>(rows, w, count, n, acc);
-      case 4:
-        return weighted_sum_f16c<4>(rows, w, count, n, acc);
-      default:
-        return weighted_sum_f16c<0>(rows, w, count, n, acc);
-    }
-  }
+  if (use(ConvertPath::kF16cAvx2)) return row_sum_vector<true>(rows, w, count, n, acc);
 #endif
   weighted_sum_portable(rows, w, count, n, acc);
+}
+
+void widen_sum_rows(const Half* const* rows, int64_t count, int64_t n, int64_t stride, float* sums) {
+#ifdef SG_HAVE_F16C_PATH
+  if (stride == 1 && use(ConvertPath::kF16cAvx2)) return row_sum_vector<false>(rows, nullptr, count, n, sums);
+#endif
+  widen_sum_portable(rows, count, n, stride, sums);
 }
 
 void widen_row(const BFloat16* src, int64_t stride, int64_t n, float* dst) { widen_portable(src, stride, n, dst); }

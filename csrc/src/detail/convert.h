@@ -33,6 +33,11 @@ void narrow_blend_rows(const float* a, const float* b, float wa, float wb, int64
 // weighted sum, in one pass (F16C where the CPU has it): the H pass of the upsample backward.
 void weighted_sum_rows(const Half* const* rows, const float* w, int64_t count, int64_t n, float* acc);
 
+// sums[i] = ((0 + x0) + x1) + ... + x(count - 1), xk = rows[k][i * stride] widened, added in float32 in
+// that order from +0, for i < n (count >= 1): the bits of widen_row into scratch rows and a float32 sum
+// of them, in one pass (F16C where the CPU has it): the H pass of the avg_pool2d forward.
+void widen_sum_rows(const Half* const* rows, int64_t count, int64_t n, int64_t stride, float* sums);
+
 // The instruction paths of the functions above, least capable first. Each call takes the most
 // capable one the CPU has, up to a limit that tests lower to check every path the CPU can run against
 // the portable code (all paths give the same bits). Not meant to change while kernels run.
