@@ -90,9 +90,15 @@ class StridedBoxSum {
     auto tap = [&](int64_t t) {  // P[o*s + t] as a row over o
       return s_ == 1 ? p + t : phases_.data() + (t % s_) * phase_len_ + t / s_;
     };
-    const Acc* first = tap(0);
-    for (int64_t o = 0; o < n_out_; ++o) dst[o] = first[o];
-    for (int64_t t = 1; t < k_; ++t) {
+    // The first two taps in one pass (a lone copy of the first would be a memmove call).
+    const Acc* __restrict first = tap(0);
+    if (k_ == 1) {
+      for (int64_t o = 0; o < n_out_; ++o) dst[o] = first[o];
+      return;
+    }
+    const Acc* __restrict second = tap(1);
+    for (int64_t o = 0; o < n_out_; ++o) dst[o] = first[o] + second[o];
+    for (int64_t t = 2; t < k_; ++t) {
       const Acc* __restrict next = tap(t);
       for (int64_t o = 0; o < n_out_; ++o) dst[o] += next[o];
     }
