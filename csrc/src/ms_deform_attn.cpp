@@ -246,9 +246,11 @@ struct PointArgs {
   const T* xy(int64_t b, int64_t q, int64_t h, int64_t l, int64_t p) const {
     return loc + b * st.loc[0] + q * st.loc[1] + h * st.loc[2] + l * st.loc[3] + p * st.loc[4];
   }
+  int64_t attn_offset(int64_t b, int64_t q, int64_t h, int64_t l) const {
+    return b * st.attn[0] + q * st.attn[1] + h * st.attn[2] + l * st.attn[3];
+  }
   AccType<T> weight(int64_t b, int64_t q, int64_t h, int64_t l, int64_t p) const {
-    return load_as<AccType<T>>(
-        attn[b * st.attn[0] + q * st.attn[1] + h * st.attn[2] + l * st.attn[3] + p * st.attn[4]]);
+    return load_as<AccType<T>>(attn[attn_offset(b, q, h, l) + p * st.attn[4]]);
   }
   bool locate(int64_t b, int64_t q, int64_t h, int64_t l, int64_t p, const PaddedLevel& level,
               detail::DeformPoint<AccType<T>>& pt) const {
@@ -447,14 +449,6 @@ SG_INLINE void backward_channels(int64_t channels, const Acc* __restrict g, cons
   sum_lanes(p0, p1, p2, p3, dots);
 }
 
-// Where the backward writes the location and weight gradients.
-template <class T>
-struct GradPointArgs {
-  T* grad_loc;
-  T* grad_attn;
-  int64_t gls[6], gas[5];
-};
-
 // The backward of one located point: the channel pass over its corner rows (`corner` rows into the
 // level's value and gradient rows), then its weight gradient and its location gradients (x, y) in
 // out[0..3).
@@ -469,6 +463,71 @@ SG_INLINE void backward_point(int64_t channels, const Acc* g, const Acc* value, 
   out[0] = pt.weight[0] * g0 + pt.weight[1] * g1 + pt.weight[2] * g2 + pt.weight[3] * g3;
   out[1] = width * a * (pt.hh * (g1 - g0) + pt.lh * (g3 - g2));
   out[2] = height * a * (pt.hw * (g2 - g0) + pt.lw * (g3 - g1));
+}
+
+// The locations and attention weights of pair (b, h) as (x, y, a) per point, level by level:
+// points[((l * Q + q) * P + p) * 3 ..]. The level walks then read them in order. The tensors hold the
+// next query's values of (b, h, l) nH*L*P*2 elements further on, after a few small steps: a pattern the
+// hardware prefetchers do not follow (loading the locations took ~15% of the backward), so this pass
+// requests the values of the query kQueriesAhead ahead itself.
+constexpr int64_t kQueriesAhead = 8;
+
+template <class T, class Acc>
+void gather_pair_points(const PointArgs<T>& args, int64_t b, int64_t h, int64_t queries, int64_t levels,
+                        Acc* __restrict points) {
+  const int64_t P = args.points, loc_p = args.st.loc[4], loc_y = args.st.loc[5], attn_p = args.st.attn[4];
+  for (int64_t q = 0; q < queries; ++q) {
+    for (int64_t l = 0; l < levels; ++l) {
+      if (q + kQueriesAhead < queries) {
+        __builtin_prefetch(args.xy(b, q + kQueriesAhead, h, l, 0));
+        __builtin_prefetch(args.attn + args.attn_offset(b, q + kQueriesAhead, h, l));
+      }
+      const T* xy = args.xy(b, q, h, l, 0);
+      const T* attn = args.attn + args.attn_offset(b, q, h, l);
+      Acc* to = points + (l * queries + q) * P * 3;
+      for (int64_t p = 0; p < P; ++p) {
+        to[3 * p] = load_as<Acc>(xy[p * loc_p]);
+        to[3 * p + 1] = load_as<Acc>(xy[p * loc_p + loc_y]);
+        to[3 * p + 2] = load_as<Acc>(attn[p * attn_p]);
+      }
+    }
+  }
+}
+
+// Where the backward writes the location and weight gradients.
+template <class T>
+struct GradPointArgs {
+  T* grad_loc;
+  T* grad_attn;
+  int64_t gls[6], gas[5];
+};
+
+// Writes the (a, x, y) gradients of pair (b, h), laid out as gather_pair_points' points, to the
+// weight and location gradients (requesting the values ahead, as there).
+template <class T, class Acc>
+void scatter_pair_grads(const GradPointArgs<T>& out, int64_t b, int64_t h, int64_t queries, int64_t levels,
+                        int64_t points_per_query, const Acc* __restrict point_grads) {
+  const int64_t P = points_per_query;
+  const int64_t* gl = out.gls;
+  const int64_t* ga = out.gas;
+  auto loc_at = [&](int64_t q, int64_t l) { return out.grad_loc + b * gl[0] + q * gl[1] + h * gl[2] + l * gl[3]; };
+  auto attn_at = [&](int64_t q, int64_t l) { return out.grad_attn + b * ga[0] + q * ga[1] + h * ga[2] + l * ga[3]; };
+  for (int64_t q = 0; q < queries; ++q) {
+    for (int64_t l = 0; l < levels; ++l) {
+      if (q + kQueriesAhead < queries) {
+        __builtin_prefetch(loc_at(q + kQueriesAhead, l), 1);
+        __builtin_prefetch(attn_at(q + kQueriesAhead, l), 1);
+      }
+      T* gxy = loc_at(q, l);
+      T* gattn = attn_at(q, l);
+      const Acc* from = point_grads + (l * queries + q) * P * 3;
+      for (int64_t p = 0; p < P; ++p) {
+        gattn[p * ga[4]] = store_as<T>(from[3 * p]);
+        gxy[p * gl[4]] = store_as<T>(from[3 * p + 1]);
+        gxy[p * gl[4] + gl[5]] = store_as<T>(from[3 * p + 2]);
+      }
+    }
+  }
 }
 
 // Levels whose value and gradient rows take more than this many bytes are walked in row order
@@ -491,68 +550,52 @@ struct PendingPoint {
 template <class Acc>
 struct LevelScratch {
   std::vector<PendingPoint<Acc>> located, sorted;
-  std::vector<int64_t> ids;        // q * P + p of each located point
+  std::vector<int64_t> ids;        // q * P + p of each located point (its place in the level's points)
   std::vector<int64_t> row_start;  // counting sort by top row
-  std::vector<Acc> staged;         // (weight, x, y) gradients of each located point
   explicit LevelScratch(int64_t max_height)
-      : located(kChunkPoints),
-        sorted(kChunkPoints),
-        ids(kChunkPoints),
-        row_start(static_cast<size_t>(max_height + 2)),
-        staged(3 * kChunkPoints) {}
+      : located(kChunkPoints), sorted(kChunkPoints), ids(kChunkPoints), row_start(static_cast<size_t>(max_height + 2)) {}
 };
 
-// The queries and points of level l of pair (b, h): adds their value gradients to `grads` (laid out
-// as `rows`) and writes their location and weight gradients. g holds the pair's grad_output rows.
+// The queries and points of one level of a pair: adds their value gradients to `grads` (laid out as
+// `rows`) and puts their weight and location gradients (a, x, y) in point_grads. g holds the pair's
+// grad_output rows; points the level's (x, y, a) per point q * P + p (gather_pair_points).
 // Points of a large level are taken in chunks of kChunkPoints, located, and visited sorted by their
 // top row (a stable counting sort): the rows a stretch of points touches are then a few image rows
 // that stay in L1, instead of random rows of a level larger than L2 (which made the backward
-// memory-bound: ~2x slower than on levels that fit). Their location and weight gradients are staged
-// and written in order. One function with an AVX2 clone: the channel passes inline into it and
-// floor() is one instruction.
-template <class T>
-SG_SIMD_CLONES void backward_level(const PointArgs<T>& args, const GradPointArgs<T>& out, int64_t queries, int64_t b,
-                                   int64_t h, int64_t l, const PaddedLevel& level, const AccType<T>* rows,
-                                   const AccType<T>* g, AccType<T>* grads, LevelScratch<AccType<T>>& scratch) {
-  using Acc = AccType<T>;
-  // Everything the loops read, in locals: stores through T* could otherwise alias it.
-  const int64_t C = args.channels, P = args.points, H = level.height, W = level.width, pitch = level.row_pitch;
+// memory-bound: ~2x slower than on levels that fit). One function with an AVX2 clone: the channel
+// passes inline into it and floor() is one instruction.
+template <class Acc>
+SG_SIMD_CLONES void backward_level(int64_t channels, int64_t points_per_query, int64_t queries, const PaddedLevel& level,
+                                   const Acc* rows, const Acc* g, Acc* grads, const Acc* __restrict points,
+                                   Acc* __restrict point_grads, LevelScratch<Acc>& scratch) {
+  const int64_t C = channels, P = points_per_query, H = level.height, W = level.width, pitch = level.row_pitch;
   const Acc height = static_cast<Acc>(H), width = static_cast<Acc>(W);
-  const int64_t loc_q = args.st.loc[1], loc_p = args.st.loc[4], loc_y = args.st.loc[5];
-  const int64_t attn_q = args.st.attn[1], attn_p = args.st.attn[4];
-  const int64_t gl_q = out.gls[1], gl_p = out.gls[4], gl_y = out.gls[5], ga_q = out.gas[1], ga_p = out.gas[4];
-  const T* loc = args.xy(b, 0, h, l, 0);
-  const T* attn = args.attn + b * args.st.attn[0] + h * args.st.attn[2] + l * args.st.attn[3];
-  T* grad_loc = out.grad_loc + b * out.gls[0] + h * out.gls[2] + l * out.gls[3];
-  T* grad_attn = out.grad_attn + b * out.gas[0] + h * out.gas[2] + l * out.gas[3];
   const Acc* level_rows = rows + level.first * C;
   Acc* level_grads = grads + level.first * C;
-  auto write = [&](int64_t q, int64_t p, const Acc(&grad)[3]) {
-    T* gxy = grad_loc + q * gl_q + p * gl_p;
-    grad_attn[q * ga_q + p * ga_p] = store_as<T>(grad[0]);
-    gxy[0] = store_as<T>(grad[1]);
-    gxy[gl_y] = store_as<T>(grad[2]);
+  auto write = [&](int64_t id, const Acc(&grad)[3]) {
+    Acc* to = point_grads + 3 * id;
+    to[0] = grad[0];
+    to[1] = grad[1];
+    to[2] = grad[2];
   };
   const Acc zero[3] = {Acc(0), Acc(0), Acc(0)};
-  auto locate = [&](int64_t q, int64_t p, detail::DeformPoint<Acc>& pt) {
-    const T* xy = loc + q * loc_q + p * loc_p;
-    return C > 0 && detail::locate_deform_point(load_as<Acc>(xy[0]), load_as<Acc>(xy[loc_y]), H, W, pt);
+  auto locate = [&](int64_t id, detail::DeformPoint<Acc>& pt) {
+    return C > 0 && detail::locate_deform_point(points[3 * id], points[3 * id + 1], H, W, pt);
   };
+  const int64_t n_points = queries * P;
   const bool sort = 2 * (H + 2) * pitch * C * static_cast<int64_t>(sizeof(Acc)) > kSortLevelBytes;
   if (!sort) {
-    for (int64_t q = 0; q < queries; ++q) {
-      for (int64_t p = 0; p < P; ++p) {
-        detail::DeformPoint<Acc> pt;
-        if (!locate(q, p, pt)) {
-          write(q, p, zero);
-          continue;
-        }
-        const int64_t corner = (pt.hl * pitch + pt.wl) * C;
-        Acc grad[3];
-        backward_point(C, g + q * C, level_rows + corner, level_grads + corner, pitch,
-                       load_as<Acc>(attn[q * attn_q + p * attn_p]), pt, width, height, grad);
-        write(q, p, grad);
+    for (int64_t id = 0; id < n_points; ++id) {
+      detail::DeformPoint<Acc> pt;
+      if (!locate(id, pt)) {
+        write(id, zero);
+        continue;
       }
+      const int64_t corner = (pt.hl * pitch + pt.wl) * C;
+      Acc grad[3];
+      backward_point(C, g + (id / P) * C, level_rows + corner, level_grads + corner, pitch, points[3 * id + 2], pt,
+                     width, height, grad);
+      write(id, grad);
     }
     return;
   }
@@ -560,25 +603,18 @@ SG_SIMD_CLONES void backward_level(const PointArgs<T>& args, const GradPointArgs
   PendingPoint<Acc>* sorted = scratch.sorted.data();
   int64_t* ids = scratch.ids.data();
   int64_t* row_start = scratch.row_start.data();
-  Acc* staged = scratch.staged.data();
-  const int64_t n_points = queries * P;
   for (int64_t first = 0; first < n_points; first += kChunkPoints) {
     const int64_t last = std::min(n_points, first + kChunkPoints);
     std::fill(row_start, row_start + H + 2, int64_t(0));
     int64_t count = 0;
     for (int64_t id = first; id < last; ++id) {
-      const int64_t q = id / P, p = id % P;
       detail::DeformPoint<Acc> pt;
-      if (!locate(q, p, pt)) {
-        write(q, p, zero);
+      if (!locate(id, pt)) {
+        write(id, zero);
         continue;
       }
-      located[count] = PendingPoint<Acc>{pt.hl * pitch + pt.wl,
-                                         pt.hl,
-                                         static_cast<int32_t>(count),
-                                         pt.lh,
-                                         pt.lw,
-                                         load_as<Acc>(attn[q * attn_q + p * attn_p])};
+      located[count] =
+          PendingPoint<Acc>{pt.hl * pitch + pt.wl, pt.hl, static_cast<int32_t>(count), pt.lh, pt.lw, points[3 * id + 2]};
       ids[count] = id;
       ++row_start[pt.hl + 2];  // hl in [-1, H-1]
       ++count;
@@ -589,18 +625,11 @@ SG_SIMD_CLONES void backward_level(const PointArgs<T>& args, const GradPointArgs
       const PendingPoint<Acc>& pp = sorted[i];
       detail::DeformPoint<Acc> pt;
       detail::weigh_deform_point(pp.lh, pp.lw, pt);
-      const int64_t q = ids[pp.slot] / P;
+      const int64_t id = ids[pp.slot];
       Acc grad[3];
-      backward_point(C, g + q * C, level_rows + pp.corner * C, level_grads + pp.corner * C, pitch, pp.a, pt, width,
-                     height, grad);
-      Acc* to = staged + 3 * pp.slot;
-      to[0] = grad[0];
-      to[1] = grad[1];
-      to[2] = grad[2];
-    }
-    for (int64_t i = 0; i < count; ++i) {
-      const Acc grad[3] = {staged[3 * i], staged[3 * i + 1], staged[3 * i + 2]};
-      write(ids[i] / P, ids[i] % P, grad);
+      backward_point(C, g + (id / P) * C, level_rows + pp.corner * C, level_grads + pp.corner * C, pitch, pp.a, pt,
+                     width, height, grad);
+      write(id, grad);
     }
   }
 }
@@ -631,18 +660,21 @@ void backward_kernel(const Problem& pb, const TensorView& value, const TensorVie
     std::vector<Acc> grads(static_cast<size_t>(layout.rows * C));
     std::vector<Acc> g(static_cast<size_t>(Q * C));  // grad_output[b, :, h, :]
     LevelScratch<Acc> scratch(max_height);
+    std::vector<Acc> points(static_cast<size_t>(3 * Q * L * P)), point_grads(points.size());
     for (int64_t lo, hi; queue.next(lo, hi);) {
       for (int64_t pair = lo; pair < hi; ++pair) {
         const int64_t b = pair / pb.heads, h = pair % pb.heads;
         pack_value_slice<T>(value, args.st, layout, b, h, C, rows.data());
         std::fill(grads.begin(), grads.end(), Acc(0));
         pack_grad_output_slice<T>(grad_output, b, h, Q, C, g.data());
+        gather_pair_points(args, b, h, Q, L, points.data());
         // Level by level, so the rows one pass touches are those of one level (less cache pressure);
         // each grad_value row still receives its updates in query-then-point order.
         for (int64_t l = 0; l < L; ++l) {
-          backward_level(args, out, Q, b, h, l, layout.levels[static_cast<size_t>(l)], rows.data(), g.data(),
-                         grads.data(), scratch);
+          backward_level(C, P, Q, layout.levels[static_cast<size_t>(l)], rows.data(), g.data(), grads.data(),
+                         points.data() + 3 * l * Q * P, point_grads.data() + 3 * l * Q * P, scratch);
         }
+        scatter_pair_grads(out, b, h, Q, L, P, point_grads.data());
         unpack_grad_slice(grads.data(), layout, C, gv + b * gvs[0] + h * gvs[2], gvs);
       }
     }
