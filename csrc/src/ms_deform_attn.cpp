@@ -235,30 +235,53 @@ SG_SIMD_CLONES void pack_grad_output_slice(const TensorView& grad_output, int64_
   }
 }
 
-// What the per-level walks need of the call: the point tensors flattened to pointers and strides.
+// Where gather_pair_points reads the points: the point tensors flattened to pointers and strides.
 template <class T>
 struct PointArgs {
   const T* loc;
   const T* attn;
   Strides st;
   int64_t channels, points;
-  // The location and attention weight of point p of (b, q, h, l).
+  // The location of point p of (b, q, h, l) (x; y is st.loc[5] further on), and the offset of the
+  // weights of (b, q, h, l).
   const T* xy(int64_t b, int64_t q, int64_t h, int64_t l, int64_t p) const {
     return loc + b * st.loc[0] + q * st.loc[1] + h * st.loc[2] + l * st.loc[3] + p * st.loc[4];
   }
   int64_t attn_offset(int64_t b, int64_t q, int64_t h, int64_t l) const {
     return b * st.attn[0] + q * st.attn[1] + h * st.attn[2] + l * st.attn[3];
   }
-  AccType<T> weight(int64_t b, int64_t q, int64_t h, int64_t l, int64_t p) const {
-    return load_as<AccType<T>>(attn[attn_offset(b, q, h, l) + p * st.attn[4]]);
-  }
-  bool locate(int64_t b, int64_t q, int64_t h, int64_t l, int64_t p, const PaddedLevel& level,
-              detail::DeformPoint<AccType<T>>& pt) const {
-    using Acc = AccType<T>;
-    const T* at = xy(b, q, h, l, p);
-    return detail::locate_deform_point(load_as<Acc>(at[0]), load_as<Acc>(at[st.loc[5]]), level.height, level.width, pt);
-  }
 };
+
+// The locations and attention weights of queries [q_begin, q_end) of pair (b, h) as (x, y, a) per
+// point, level by level: points[((l * n + q - q_begin) * P + p) * 3 ..], n = q_end - q_begin. The
+// level walks of both directions then read them in order. The tensors hold the next query's values of
+// (b, h, l) nH*L*P*2 elements further on, after a few small steps: a pattern the hardware prefetchers
+// do not follow (loading the locations in the walks took ~15% of the backward and half the forward),
+// so this pass requests the values of the query kQueriesAhead ahead itself.
+constexpr int64_t kQueriesAhead = 8;
+
+template <class T, class Acc>
+void gather_pair_points(const PointArgs<T>& args, int64_t b, int64_t h, int64_t q_begin, int64_t q_end, int64_t levels,
+                        Acc* __restrict points) {
+  const int64_t P = args.points, loc_p = args.st.loc[4], loc_y = args.st.loc[5], attn_p = args.st.attn[4];
+  const int64_t queries = q_end - q_begin;
+  for (int64_t q = q_begin; q < q_end; ++q) {
+    for (int64_t l = 0; l < levels; ++l) {
+      if (q + kQueriesAhead < q_end) {
+        __builtin_prefetch(args.xy(b, q + kQueriesAhead, h, l, 0));
+        __builtin_prefetch(args.attn + args.attn_offset(b, q + kQueriesAhead, h, l));
+      }
+      const T* xy = args.xy(b, q, h, l, 0);
+      const T* attn = args.attn + args.attn_offset(b, q, h, l);
+      Acc* to = points + (l * queries + q - q_begin) * P * 3;
+      for (int64_t p = 0; p < P; ++p) {
+        to[3 * p] = load_as<Acc>(xy[p * loc_p]);
+        to[3 * p + 1] = load_as<Acc>(xy[p * loc_p + loc_y]);
+        to[3 * p + 2] = load_as<Acc>(attn[p * attn_p]);
+      }
+    }
+  }
+}
 
 // ---- forward ------------------------------------------------------------------------------------------------
 
@@ -275,21 +298,23 @@ SG_INLINE void forward_channels(int64_t channels, const Acc* corner, int64_t pit
 }
 
 // Queries [q_begin, q_end) of pair (b, h): acc[(q - q_begin) * C + c] = the output row, summed level
-// by level (the rows read at a time are one level's) and point by point. One function with an AVX2
-// clone: the channel passes inline into it and floor() is one instruction.
-template <class T>
-SG_SIMD_CLONES void forward_block(const PointArgs<T>& args, const PaddedLayout& layout, int64_t b, int64_t h,
-                                  int64_t q_begin, int64_t q_end, const AccType<T>* rows, AccType<T>* acc) {
-  using Acc = AccType<T>;
-  const int64_t C = args.channels, P = args.points;
+// by level (the rows read at a time are one level's) and point by point; points holds their (x, y, a)
+// (gather_pair_points). One function with an AVX2 clone: the channel passes inline into it and floor()
+// is one instruction.
+template <class Acc>
+SG_SIMD_CLONES void forward_block(const PaddedLayout& layout, int64_t channels, int64_t points_per_query,
+                                  int64_t queries, const Acc* __restrict points, const Acc* rows, Acc* acc) {
+  const int64_t C = channels, P = points_per_query;
   for (int64_t l = 0; l < static_cast<int64_t>(layout.levels.size()); ++l) {
     const PaddedLevel& level = layout.levels[static_cast<size_t>(l)];
-    for (int64_t q = q_begin; q < q_end; ++q) {
-      Acc* sum = acc + (q - q_begin) * C;
+    const Acc* level_points = points + l * queries * P * 3;
+    for (int64_t q = 0; q < queries; ++q) {
+      Acc* sum = acc + q * C;
       for (int64_t p = 0; p < P; ++p) {
+        const Acc* xya = level_points + (q * P + p) * 3;
         detail::DeformPoint<Acc> pt;
-        if (!args.locate(b, q, h, l, p, level, pt)) continue;
-        const Acc a = args.weight(b, q, h, l, p);
+        if (!detail::locate_deform_point(xya[0], xya[1], level.height, level.width, pt)) continue;
+        const Acc a = xya[2];
         forward_channels(C, rows + corner_row(level, pt.hl, pt.wl) * C, level.row_pitch, a * pt.weight[0],
                          a * pt.weight[1], a * pt.weight[2], a * pt.weight[3], sum);
       }
@@ -314,6 +339,7 @@ void forward_kernel(const Problem& pb, const TensorView& value, const TensorView
   parallel_chunks(0, items, grain_for(work_per_item), 0, [&](ChunkQueue& queue) {
     std::vector<Acc> rows(static_cast<size_t>(layout.rows * C), Acc(0));      // borders stay zero
     std::vector<Acc> acc(static_cast<size_t>(std::min(Q, kQueryBlock) * C));  // the block's output rows
+    std::vector<Acc> points(static_cast<size_t>(std::min(Q, kQueryBlock) * L * P * 3));
     int64_t packed = -1;                                                      // the (b, h) pair in `rows`
     for (int64_t lo, hi; queue.next(lo, hi);) {
       for (int64_t item = lo; item < hi; ++item) {
@@ -325,7 +351,8 @@ void forward_kernel(const Problem& pb, const TensorView& value, const TensorView
         }
         const int64_t q_begin = block * kQueryBlock, q_end = std::min(Q, q_begin + kQueryBlock);
         std::fill(acc.begin(), acc.end(), Acc(0));
-        forward_block(args, layout, b, h, q_begin, q_end, rows.data(), acc.data());
+        gather_pair_points(args, b, h, q_begin, q_end, L, points.data());
+        forward_block(layout, C, P, q_end - q_begin, points.data(), rows.data(), acc.data());
         for (int64_t q = q_begin; q < q_end; ++q) {
           T* dst = out + b * os0 + q * os1 + h * C * os2;
           const Acc* src = acc.data() + (q - q_begin) * C;
@@ -463,35 +490,6 @@ SG_INLINE void backward_point(int64_t channels, const Acc* g, const Acc* value, 
   out[0] = pt.weight[0] * g0 + pt.weight[1] * g1 + pt.weight[2] * g2 + pt.weight[3] * g3;
   out[1] = width * a * (pt.hh * (g1 - g0) + pt.lh * (g3 - g2));
   out[2] = height * a * (pt.hw * (g2 - g0) + pt.lw * (g3 - g1));
-}
-
-// The locations and attention weights of pair (b, h) as (x, y, a) per point, level by level:
-// points[((l * Q + q) * P + p) * 3 ..]. The level walks then read them in order. The tensors hold the
-// next query's values of (b, h, l) nH*L*P*2 elements further on, after a few small steps: a pattern the
-// hardware prefetchers do not follow (loading the locations took ~15% of the backward), so this pass
-// requests the values of the query kQueriesAhead ahead itself.
-constexpr int64_t kQueriesAhead = 8;
-
-template <class T, class Acc>
-void gather_pair_points(const PointArgs<T>& args, int64_t b, int64_t h, int64_t queries, int64_t levels,
-                        Acc* __restrict points) {
-  const int64_t P = args.points, loc_p = args.st.loc[4], loc_y = args.st.loc[5], attn_p = args.st.attn[4];
-  for (int64_t q = 0; q < queries; ++q) {
-    for (int64_t l = 0; l < levels; ++l) {
-      if (q + kQueriesAhead < queries) {
-        __builtin_prefetch(args.xy(b, q + kQueriesAhead, h, l, 0));
-        __builtin_prefetch(args.attn + args.attn_offset(b, q + kQueriesAhead, h, l));
-      }
-      const T* xy = args.xy(b, q, h, l, 0);
-      const T* attn = args.attn + args.attn_offset(b, q, h, l);
-      Acc* to = points + (l * queries + q) * P * 3;
-      for (int64_t p = 0; p < P; ++p) {
-        to[3 * p] = load_as<Acc>(xy[p * loc_p]);
-        to[3 * p + 1] = load_as<Acc>(xy[p * loc_p + loc_y]);
-        to[3 * p + 2] = load_as<Acc>(attn[p * attn_p]);
-      }
-    }
-  }
 }
 
 // Where the backward writes the location and weight gradients.
@@ -667,7 +665,7 @@ void backward_kernel(const Problem& pb, const TensorView& value, const TensorVie
         pack_value_slice<T>(value, args.st, layout, b, h, C, rows.data());
         std::fill(grads.begin(), grads.end(), Acc(0));
         pack_grad_output_slice<T>(grad_output, b, h, Q, C, g.data());
-        gather_pair_points(args, b, h, Q, L, points.data());
+        gather_pair_points(args, b, h, 0, Q, L, points.data());
         // Level by level, so the rows one pass touches are those of one level (less cache pressure);
         // each grad_value row still receives its updates in query-then-point order.
         for (int64_t l = 0; l < L; ++l) {
