@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "output_cache.h"
+
 #include "spatialgrad/error.h"
 
 namespace spatialgrad::python {
@@ -54,9 +56,26 @@ TensorView view_of(const py::array& array, const char* op, const char* arg) {
 }
 
 Output new_output(const py::array& like, const std::vector<int64_t>& shape) {
-  checked_numel(shape);
+  const int64_t numel = checked_numel(shape);
   std::vector<py::ssize_t> py_shape(shape.begin(), shape.end());
-  py::array array(like.dtype(), py_shape);
+  const size_t bytes = static_cast<size_t>(numel) * static_cast<size_t>(like.dtype().itemsize());
+  py::array array;
+  if (bytes >= kMinCachedBytes) {
+    // The array owns its block through a capsule that hands it back to the cache (output_cache.h).
+    struct Block {
+      void* data;
+      size_t bytes;
+    };
+    auto* block = new Block{acquire_output_block(bytes), bytes};
+    py::capsule owner(block, [](void* p) {
+      auto* b = static_cast<Block*>(p);
+      release_output_block(b->data, b->bytes);
+      delete b;
+    });
+    array = py::array(like.dtype(), py_shape, block->data, owner);
+  } else {
+    array = py::array(like.dtype(), py_shape);
+  }
   TensorView view(array.mutable_data(), dtype_from_numpy(like.dtype(), "spatialgrad", "an output"), shape);
   return Output{std::move(array), std::move(view)};
 }
