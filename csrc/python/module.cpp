@@ -3,7 +3,7 @@
 
 #include "bindings.h"
 #include "numpy_view.h"
-#include "output_cache.h"
+#include "detail/block_cache.h"
 #include "spatialgrad/parallel.h"
 
 PYBIND11_MODULE(_core, m) {
@@ -13,8 +13,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("set_num_threads", &sg::set_num_threads, pybind11::arg("n"),
         "Threads used by spatialgrad kernels (process-wide); n <= 0 restores the default.");
   m.def("get_num_threads", &sg::get_num_threads, "Threads used by spatialgrad kernels.");
-  m.def("clear_output_cache", &sg::python::clear_output_cache,
-        "Frees the memory kept for reuse from large output arrays that have died (see the README).");
+  m.def("clear_memory_cache", &sg::detail::clear_block_cache,
+        "Frees the memory kept for reuse from large arrays and buffers that have died (see the README).");
   sg::python::bind_avg_pool2d(m);
   sg::python::bind_upsample_bilinear2d(m);
   sg::python::bind_grid_sampler_2d(m);

@@ -71,7 +71,8 @@ void for_each_piece(const std::vector<int64_t>& shape, const std::vector<int64_t
 
 FloatStaging FloatStaging::like(const TensorView& t) {
   FloatStaging s;
-  s.data_.reset(new float[static_cast<size_t>(t.numel() > 0 ? t.numel() : 1)]);
+  const size_t bytes = static_cast<size_t>(t.numel() > 0 ? t.numel() : 1) * sizeof(float);
+  s.data_ = std::unique_ptr<float, Release>(static_cast<float*>(acquire_block(bytes)), Release{bytes});
   s.view_ = TensorView(s.data_.get(), DType::kFloat32, t.sizes());
   return s;
 }

@@ -4,12 +4,14 @@
 // once with row conversions (F16C where present), running the float32 kernel and rounding each
 // output once is several times faster. The results are bitwise those of computing in float32 from
 // the exactly widened values and rounding once, which is the half-precision contract (SPEC §0).
-// The cost is a float32 copy of each staged tensor for the duration of the call.
+// The cost is a float32 copy of each staged tensor for the duration of the call, in memory kept for
+// reuse by the next call (block_cache.h).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
+#include "block_cache.h"
 #include "convert.h"
 #include "spatialgrad/tensor.h"
 
@@ -27,7 +29,12 @@ class FloatStaging {
   void narrow_into(const TensorView& t) const;
 
  private:
-  std::unique_ptr<float[]> data_;
+  // Memory from the block cache (block_cache.h): staging buffers have the same sizes call after call.
+  struct Release {
+    size_t bytes;
+    void operator()(float* p) const { release_block(p, bytes); }
+  };
+  std::unique_ptr<float, Release> data_{nullptr, Release{0}};
   TensorView view_;
 };
 

@@ -1,6 +1,6 @@
-"""Large output arrays are built on blocks kept for reuse (csrc/python/output_cache.h): a reused block must
-hold nothing of its past, a live array's block is never handed out again, and the arrays behave like any
-other new array."""
+"""Large output arrays (and the float32 staging of half-precision inputs) are built on blocks kept for reuse
+(csrc/src/detail/block_cache.h): a reused block must hold nothing of its past, a live array's block is never
+handed out again, and the arrays behave like any other new array."""
 import os
 import subprocess
 import sys
@@ -63,10 +63,10 @@ def test_small_outputs_stay_with_numpy(rng):
     assert y.flags.owndata
 
 
-def test_clear_output_cache_frees_and_later_calls_still_work(rng):
+def test_clear_memory_cache_frees_and_later_calls_still_work(rng):
     x = rng.standard_normal((2, 16, 64, 64)).astype(np.float32)
     expected = upsample(x).copy()
-    sg.clear_output_cache()
+    sg.clear_memory_cache()
     np.testing.assert_array_equal(upsample(x), expected)
 
 
@@ -80,6 +80,6 @@ def test_cache_can_be_turned_off():
         "print('ok')\n"
     )
     for setting in ["0", "not-a-number", "1"]:
-        env = dict(os.environ, SPATIALGRAD_OUTPUT_CACHE_MB=setting)
+        env = dict(os.environ, SPATIALGRAD_MEMORY_CACHE_MB=setting)
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd="/")
         assert out.returncode == 0 and out.stdout.strip() == "ok", (setting, out.stderr)

@@ -1,4 +1,4 @@
-#include "output_cache.h"
+#include "block_cache.h"
 
 #include <cstdlib>
 #include <mutex>
@@ -11,13 +11,13 @@
 #include <sys/mman.h>
 #endif
 
-namespace spatialgrad::python {
+namespace spatialgrad::detail {
 namespace {
 
 constexpr size_t kHugeAlignment = size_t(2) << 20;
 
 size_t limit_from_environment() {
-  const char* text = std::getenv("SPATIALGRAD_OUTPUT_CACHE_MB");
+  const char* text = std::getenv("SPATIALGRAD_MEMORY_CACHE_MB");
   if (text == nullptr || *text == '\0') return size_t(256) << 20;
   try {
     const long long megabytes = std::stoll(text);
@@ -104,10 +104,16 @@ Cache& cache() {
 
 }  // namespace
 
-void* acquire_output_block(size_t bytes) { return cache().acquire(bytes); }
+void* acquire_block(size_t bytes) { return bytes < kMinCachedBytes ? allocate(bytes) : cache().acquire(bytes); }
 
-void release_output_block(void* block, size_t bytes) { cache().release(block, bytes); }
+void release_block(void* block, size_t bytes) {
+  if (bytes < kMinCachedBytes) {
+    std::free(block);
+  } else {
+    cache().release(block, bytes);
+  }
+}
 
-void clear_output_cache() { cache().clear(); }
+void clear_block_cache() { cache().clear(); }
 
-}  // namespace spatialgrad::python
+}  // namespace spatialgrad::detail
