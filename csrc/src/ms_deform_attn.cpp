@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "detail/checks.h"
+#include "detail/convert.h"
 #include "detail/float_staging.h"
 #include "detail/ms_deform_attn.h"
 #include "detail/simd.h"
@@ -192,6 +193,10 @@ SG_SIMD_CLONES void pack_value_slice(const TensorView& value, const Strides& st,
       for (int64_t x = 0; x < level.width; ++x, ++s, row += row_stride, dst += channels) {
         if (channel_stride == 1) {
           if (s + kRowsAhead < pixels) prefetch_span(row + kRowsAhead * row_stride, channels, false);
+          if constexpr (detail::kIsHalfType<T>) {
+            detail::widen_row(row, 1, channels, dst);  // F16C where the CPU has it
+            continue;
+          }
           for (int64_t c = 0; c < channels; ++c) dst[c] = load_as<Acc>(row[c]);
         } else {
           for (int64_t c = 0; c < channels; ++c) dst[c] = load_as<Acc>(row[c * channel_stride]);
@@ -214,6 +219,10 @@ SG_SIMD_CLONES void unpack_grad_slice(const Acc* __restrict grads, const PaddedL
       for (int64_t x = 0; x < level.width; ++x, ++s, row += row_stride, src += channels) {
         if (channel_stride == 1) {
           if (s + kRowsAhead < pixels) prefetch_span(row + kRowsAhead * row_stride, channels, true);
+          if constexpr (detail::kIsHalfType<T>) {
+            detail::narrow_row(src, channels, row, 1);
+            continue;
+          }
           for (int64_t c = 0; c < channels; ++c) row[c] = store_as<T>(src[c]);
         } else {
           for (int64_t c = 0; c < channels; ++c) row[c * channel_stride] = store_as<T>(src[c]);
@@ -231,7 +240,11 @@ SG_SIMD_CLONES void pack_grad_output_slice(const TensorView& grad_output, int64_
   const T* src = grad_output.data<T>() + b * grad_output.stride(0) + h * channels * s2;
   for (int64_t q = 0; q < queries; ++q) {
     if (s2 == 1 && q + kRowsAhead < queries) prefetch_span(src + (q + kRowsAhead) * s1, channels, false);
-    for (int64_t c = 0; c < channels; ++c) rows[q * channels + c] = load_as<Acc>(src[q * s1 + c * s2]);
+    if constexpr (detail::kIsHalfType<T>) {
+      detail::widen_row(src + q * s1, s2, channels, rows + q * channels);
+    } else {
+      for (int64_t c = 0; c < channels; ++c) rows[q * channels + c] = load_as<Acc>(src[q * s1 + c * s2]);
+    }
   }
 }
 
@@ -322,12 +335,14 @@ SG_SIMD_CLONES void forward_block(const PaddedLayout& layout, int64_t channels, 
   }
 }
 
-template <class T>
+// T: the dtype of value and output; PT: that of the locations and weights (float32 staging for the
+// half types: the gather reads them one value at a time).
+template <class T, class PT>
 void forward_kernel(const Problem& pb, const TensorView& value, const TensorView& loc_view, const TensorView& attn_view,
                     const TensorView& output) {
   using Acc = AccType<T>;
   const int64_t C = pb.channels, Q = pb.queries, L = pb.levels, P = pb.points;
-  const PointArgs<T> args{loc_view.data<T>(), attn_view.data<T>(), Strides(value, loc_view, attn_view), C, P};
+  const PointArgs<PT> args{loc_view.data<PT>(), attn_view.data<PT>(), Strides(value, loc_view, attn_view), C, P};
   const PaddedLayout layout = padded_layout(pb);
   T* out = output.data<T>();
   const int64_t os0 = output.stride(0), os1 = output.stride(1), os2 = output.stride(2);
@@ -356,7 +371,11 @@ void forward_kernel(const Problem& pb, const TensorView& value, const TensorView
         for (int64_t q = q_begin; q < q_end; ++q) {
           T* dst = out + b * os0 + q * os1 + h * C * os2;
           const Acc* src = acc.data() + (q - q_begin) * C;
-          for (int64_t c = 0; c < C; ++c) dst[c * os2] = store_as<T>(src[c]);
+          if constexpr (detail::kIsHalfType<T>) {
+            detail::narrow_row(src, C, dst, os2);
+          } else {
+            for (int64_t c = 0; c < C; ++c) dst[c * os2] = store_as<T>(src[c]);
+          }
         }
       }
     }
@@ -635,14 +654,15 @@ SG_SIMD_CLONES void backward_level(int64_t channels, int64_t points_per_query, i
 // One task per (b, h): it owns grad_value[b, :, h, :] (accumulated in a private buffer, written
 // once at the end) and the location and weight gradients of that pair, and walks the levels,
 // queries and points in a fixed order, so no atomics are needed and any thread count gives the same bits.
-template <class T>
+// T and PT as in forward_kernel (grad_output and grad_value are T, the other gradients PT).
+template <class T, class PT>
 void backward_kernel(const Problem& pb, const TensorView& value, const TensorView& loc_view,
                      const TensorView& attn_view, const TensorView& grad_output, const TensorView& grad_value,
                      const TensorView& grad_loc, const TensorView& grad_attn) {
   using Acc = AccType<T>;
   const int64_t C = pb.channels, Q = pb.queries, L = pb.levels, P = pb.points;
-  const PointArgs<T> args{loc_view.data<T>(), attn_view.data<T>(), Strides(value, loc_view, attn_view), C, P};
-  GradPointArgs<T> out{grad_loc.data<T>(), grad_attn.data<T>(), {}, {}};
+  const PointArgs<PT> args{loc_view.data<PT>(), attn_view.data<PT>(), Strides(value, loc_view, attn_view), C, P};
+  GradPointArgs<PT> out{grad_loc.data<PT>(), grad_attn.data<PT>(), {}, {}};
   for (int d = 0; d < 6; ++d) out.gls[d] = grad_loc.stride(d);
   for (int d = 0; d < 5; ++d) out.gas[d] = grad_attn.stride(d);
   const PaddedLayout layout = padded_layout(pb);
@@ -699,16 +719,15 @@ void ms_deform_attn(const TensorView& value, const TensorView& spatial_shapes, c
                         ms_deform_attn_output_shape(value.sizes(), sampling_locations.sizes()));
     detail::check_same_dtype(kForward, "output", output, "value", value);
     if (output.is_empty()) return;
-    if constexpr (detail::kIsHalfType<T>) {  // detail/float_staging.h
+    if constexpr (detail::kIsHalfType<T>) {
+      // value rows are widened as the kernel packs them, output rows narrowed as it writes them; the
+      // locations and weights, read one at a time, are staged in float32 (detail/float_staging.h).
       using detail::FloatStaging;
-      const auto staged_value = FloatStaging::copy_of(value), staged_output = FloatStaging::like(output);
       const auto staged_locations = FloatStaging::copy_of(sampling_locations);
       const auto staged_weights = FloatStaging::copy_of(attention_weights);
-      ms_deform_attn(staged_value.view(), spatial_shapes, level_start_index, staged_locations.view(),
-                     staged_weights.view(), staged_output.view());
-      staged_output.narrow_into(output);
+      forward_kernel<T, float>(pb, value, staged_locations.view(), staged_weights.view(), output);
     } else {
-      forward_kernel<T>(pb, value, sampling_locations, attention_weights, output);
+      forward_kernel<T, T>(pb, value, sampling_locations, attention_weights, output);
     }
   });
 }
@@ -760,23 +779,21 @@ void ms_deform_attn_backward(const TensorView& value, const TensorView& spatial_
         validate_backward(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, grad_output,
                           grad_value, grad_sampling_locations, grad_attention_weights);
     if (pb.batch == 0 || pb.heads == 0) return;  // every output is empty
-    if constexpr (detail::kIsHalfType<T>) {      // detail/float_staging.h
+    if constexpr (detail::kIsHalfType<T>) {
+      // As in the forward: value, grad_output and grad_value rows converted as the kernel packs and
+      // writes them, the points and their gradients staged in float32 (detail/float_staging.h).
       using detail::FloatStaging;
-      const auto staged_value = FloatStaging::copy_of(value), staged_grad_output = FloatStaging::copy_of(grad_output);
       const auto staged_locations = FloatStaging::copy_of(sampling_locations);
       const auto staged_weights = FloatStaging::copy_of(attention_weights);
-      const auto staged_grad_value = FloatStaging::like(grad_value);
       const auto staged_grad_locations = FloatStaging::like(grad_sampling_locations);
       const auto staged_grad_weights = FloatStaging::like(grad_attention_weights);
-      ms_deform_attn_backward(staged_value.view(), spatial_shapes, level_start_index, staged_locations.view(),
-                              staged_weights.view(), staged_grad_output.view(), staged_grad_value.view(),
-                              staged_grad_locations.view(), staged_grad_weights.view());
-      staged_grad_value.narrow_into(grad_value);
+      backward_kernel<T, float>(pb, value, staged_locations.view(), staged_weights.view(), grad_output, grad_value,
+                                staged_grad_locations.view(), staged_grad_weights.view());
       staged_grad_locations.narrow_into(grad_sampling_locations);
       staged_grad_weights.narrow_into(grad_attention_weights);
     } else {
-      backward_kernel<T>(pb, value, sampling_locations, attention_weights, grad_output, grad_value,
-                         grad_sampling_locations, grad_attention_weights);
+      backward_kernel<T, T>(pb, value, sampling_locations, attention_weights, grad_output, grad_value,
+                            grad_sampling_locations, grad_attention_weights);
     }
   });
 }
