@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -358,6 +359,42 @@ void expect_blend_rows_match_blend_then_round() {
 
 TEST(Half, NarrowBlendRowsMatchesBlendThenRound) { expect_blend_rows_match_blend_then_round<Half>(); }
 TEST(BFloat16, NarrowBlendRowsMatchesBlendThenRound) { expect_blend_rows_match_blend_then_round<BFloat16>(); }
+
+// The blend is two products and a sum, each rounded: a compiler that fuses one product with the sum
+// (a fused multiply-add, in code built for a CPU that has one) changes the float result by up to an
+// ulp, and then sometimes its rounding. Pairs (a, b) where it does, found with std::fma from a fixed
+// seed, must come out as without fusing on every path.
+template <class T>
+void expect_blends_are_not_fused() {
+  const float wa = 1.0f / 3, wb = 0.7f;
+  auto narrowed = [](float v) { return std::is_same_v<T, Half> ? to_half(v).bits : to_bfloat16(v).bits; };
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<float> dist(1.0f, 2.0f);
+  std::vector<float> a, b;
+  for (int tries = 0; tries < (1 << 22) && a.size() < 40; ++tries) {
+    const float x = dist(gen), y = dist(gen);
+    const float separate = wa * x + wb * y;
+    const uint16_t bits = narrowed(separate);
+    if (narrowed(std::fma(wa, x, wb * y)) != bits && narrowed(std::fma(wb, y, wa * x)) != bits) {
+      a.push_back(x);
+      b.push_back(y);
+    }
+  }
+  ASSERT_GE(a.size(), 4u) << "too few sensitive pairs";
+  for (size_t i = 0; a.size() < 48; ++i) {  // repeated: every lane of the 8- and 16-lane loops gets some
+    a.push_back(a[i]);
+    b.push_back(b[i]);
+  }
+  const int64_t n = static_cast<int64_t>(a.size());
+  for_each_convert_path([&] {
+    std::vector<T> got(static_cast<size_t>(n + 1), T{0x5555});
+    detail::narrow_blend_rows(a.data(), b.data(), wa, wb, n, got.data(), 1);
+    ASSERT_NO_FATAL_FAILURE(expect_narrowed(got, n, 1, [&](int64_t i) { return wa * a[i] + wb * b[i]; }));
+  });
+}
+
+TEST(Half, NarrowBlendRowsAreNotFused) { expect_blends_are_not_fused<Half>(); }
+TEST(BFloat16, NarrowBlendRowsAreNotFused) { expect_blends_are_not_fused<BFloat16>(); }
 
 TEST(BFloat16, EveryBFloat16WidensExactly) {
   for (uint32_t b = 0; b <= 0xffff; ++b) EXPECT_EQ(bits_of(to_float(BFloat16{static_cast<uint16_t>(b)})), b << 16);
