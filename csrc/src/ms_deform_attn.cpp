@@ -253,8 +253,8 @@ template <class T>
 struct PointArgs {
   const T* loc;
   const T* attn;
-  Strides st;
-  int64_t channels, points;
+  Strides st;  // (also value's, for pack_value_slice)
+  int64_t points;
   // The location of point p of (b, q, h, l) (x; y is st.loc[5] further on), and the offset of the
   // weights of (b, q, h, l).
   const T* xy(int64_t b, int64_t q, int64_t h, int64_t l, int64_t p) const {
@@ -342,7 +342,7 @@ void forward_kernel(const Problem& pb, const TensorView& value, const TensorView
                     const TensorView& output) {
   using Acc = AccType<T>;
   const int64_t C = pb.channels, Q = pb.queries, L = pb.levels, P = pb.points;
-  const PointArgs<PT> args{loc_view.data<PT>(), attn_view.data<PT>(), Strides(value, loc_view, attn_view), C, P};
+  const PointArgs<PT> args{loc_view.data<PT>(), attn_view.data<PT>(), Strides(value, loc_view, attn_view), P};
   const PaddedLayout layout = padded_layout(pb);
   T* out = output.data<T>();
   const int64_t os0 = output.stride(0), os1 = output.stride(1), os2 = output.stride(2);
@@ -661,7 +661,7 @@ void backward_kernel(const Problem& pb, const TensorView& value, const TensorVie
                      const TensorView& grad_loc, const TensorView& grad_attn) {
   using Acc = AccType<T>;
   const int64_t C = pb.channels, Q = pb.queries, L = pb.levels, P = pb.points;
-  const PointArgs<PT> args{loc_view.data<PT>(), attn_view.data<PT>(), Strides(value, loc_view, attn_view), C, P};
+  const PointArgs<PT> args{loc_view.data<PT>(), attn_view.data<PT>(), Strides(value, loc_view, attn_view), P};
   GradPointArgs<PT> out{grad_loc.data<PT>(), grad_attn.data<PT>(), {}, {}};
   for (int d = 0; d < 6; ++d) out.gls[d] = grad_loc.stride(d);
   for (int d = 0; d < 5; ++d) out.gas[d] = grad_attn.stride(d);
