@@ -559,7 +559,7 @@ template <class Acc>
 struct PendingPoint {
   int64_t corner;  // hl * pitch + wl: rows from the level's pixel (0, 0) to the top-left corner
   int64_t row;     // hl
-  int32_t slot;    // its place in the chunk, in query/point order
+  int32_t offset;  // its id (q * P + p, its place in the level's points) minus the chunk's first
   Acc lh, lw, a;
 };
 
@@ -567,10 +567,9 @@ struct PendingPoint {
 template <class Acc>
 struct LevelScratch {
   std::vector<PendingPoint<Acc>> located, sorted;
-  std::vector<int64_t> ids;        // q * P + p of each located point (its place in the level's points)
   std::vector<int64_t> row_start;  // counting sort by top row
   explicit LevelScratch(int64_t max_height)
-      : located(kChunkPoints), sorted(kChunkPoints), ids(kChunkPoints), row_start(static_cast<size_t>(max_height + 2)) {}
+      : located(kChunkPoints), sorted(kChunkPoints), row_start(static_cast<size_t>(max_height + 2)) {}
 };
 
 // The queries and points of one level of a pair: adds their value gradients to `grads` (laid out as
@@ -618,7 +617,6 @@ SG_SIMD_CLONES void backward_level(int64_t channels, int64_t points_per_query, i
   }
   PendingPoint<Acc>* located = scratch.located.data();
   PendingPoint<Acc>* sorted = scratch.sorted.data();
-  int64_t* ids = scratch.ids.data();
   int64_t* row_start = scratch.row_start.data();
   for (int64_t first = 0; first < n_points; first += kChunkPoints) {
     const int64_t last = std::min(n_points, first + kChunkPoints);
@@ -630,9 +628,8 @@ SG_SIMD_CLONES void backward_level(int64_t channels, int64_t points_per_query, i
         write(id, zero);
         continue;
       }
-      located[count] =
-          PendingPoint<Acc>{pt.hl * pitch + pt.wl, pt.hl, static_cast<int32_t>(count), pt.lh, pt.lw, points[3 * id + 2]};
-      ids[count] = id;
+      located[count] = PendingPoint<Acc>{pt.hl * pitch + pt.wl, pt.hl, static_cast<int32_t>(id - first), pt.lh, pt.lw,
+                                         points[3 * id + 2]};
       ++row_start[pt.hl + 2];  // hl in [-1, H-1]
       ++count;
     }
@@ -642,7 +639,7 @@ SG_SIMD_CLONES void backward_level(int64_t channels, int64_t points_per_query, i
       const PendingPoint<Acc>& pp = sorted[i];
       detail::DeformPoint<Acc> pt;
       detail::weigh_deform_point(pp.lh, pp.lw, pt);
-      const int64_t id = ids[pp.slot];
+      const int64_t id = first + pp.offset;
       Acc grad[3];
       backward_point(C, g + (id / P) * C, level_rows + pp.corner * C, level_grads + pp.corner * C, pitch, pp.a, pt,
                      width, height, grad);

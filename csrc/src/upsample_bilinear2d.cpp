@@ -653,8 +653,8 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
         continue;
       }
       const T* g_image = go + n * gs.n;
-      // As in backward_nchw, the next input row's new grad_output rows are requested during this row,
-      // a chunk's columns at a time: one burst per row overflows the miss queue and stalls.
+      // As in backward_nchw, the next input row's new grad_output rows are requested during this row, a
+      // piece of a chunk's columns at a time (below): one burst per row overflows the miss queue and stalls.
       int64_t prefetch_count = 0;
       if (ih + 1 < in_h && dense_g) {
         for (int64_t e = tab.h.start[ih + 1]; e < tab.h.start[ih + 2]; ++e) {

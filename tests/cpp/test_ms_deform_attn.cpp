@@ -162,6 +162,14 @@ TEST(MsDeformAttn, LargeProblemUsesThreadsAndMatchesNaive) {
   set_num_threads(0);
 }
 
+// A level large enough for the backward to visit its points sorted by row, with more points than one
+// sorting chunk (kChunkPoints = 4096) holds: 1100 queries x 4 points.
+TEST(MsDeformAttn, SortedLevelInSeveralChunksMatchesNaive) {
+  Case k(1, 1, 8, 1100, 4, {{40, 40}}, 11);
+  expect_matches_naive<double>(k, 1e-12);
+  expect_matches_naive<float>(k, 2e-5);
+}
+
 TEST(MsDeformAttn, ThreadCountDoesNotChangeBits) {
   Case k(2, 8, 24, 300, 4, {{32, 32}, {16, 16}, {8, 8}, {4, 4}}, 31);
   std::vector<Results<float>> results;

@@ -255,22 +255,22 @@ __attribute__((target("avx512f,avx512vl,avx512bw,avx512bf16"))) void narrow_bf16
 }
 #endif
 
-SG_SIMD_CLONES void weighted_sum_portable(const Half* const* rows, const float* w, int64_t count, int64_t n,
-                                          float* __restrict acc) {
-  for (int64_t i = 0; i < n; ++i) acc[i] = w[0] * to_float(rows[0][i]);
-  for (int64_t k = 1; k < count; ++k) {
-    const Half* row = rows[k];
-    const float wk = w[k];
-    for (int64_t i = 0; i < n; ++i) acc[i] += wk * to_float(row[i]);
+// The portable row_sum_f16c (any stride): acc[i] = w[0] * x0 + w[1] * x1 + ... when kWeighted, else
+// ((0 + x0) + x1) + ..., where xk is rows[k][i * stride] widened.
+template <bool kWeighted>
+SG_SIMD_CLONES void row_sum_portable(const Half* const* rows, const float* w, int64_t count, int64_t n, int64_t stride,
+                                     float* __restrict acc) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = to_float(rows[0][i * stride]);
+    acc[i] = kWeighted ? w[0] * x : 0.0f + x;
   }
-}
-
-SG_SIMD_CLONES void widen_sum_portable(const Half* const* rows, int64_t count, int64_t n, int64_t stride,
-                                       float* __restrict sums) {
-  for (int64_t i = 0; i < n; ++i) sums[i] = 0.0f + to_float(rows[0][i * stride]);
   for (int64_t k = 1; k < count; ++k) {
     const Half* row = rows[k];
-    for (int64_t i = 0; i < n; ++i) sums[i] += to_float(row[i * stride]);
+    const float wk = kWeighted ? w[k] : 1.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = to_float(row[i * stride]);
+      acc[i] += kWeighted ? wk * x : x;
+    }
   }
 }
 
@@ -308,9 +308,7 @@ bool narrow_vector(Src src, int64_t n, BFloat16* dst) {
   }
   return true;
 }
-#endif
 
-#ifdef SG_HAVE_F16C_PATH
 // row_sum_f16c with the row count as a template argument up to four rows.
 template <bool kWeighted>
 void row_sum_vector(const Half* const* rows, const float* w, int64_t count, int64_t n, float* acc) {
@@ -375,14 +373,14 @@ void weighted_sum_rows(const Half* const* rows, const float* w, int64_t count, i
 #ifdef SG_HAVE_F16C_PATH
   if (use(ConvertPath::kF16cAvx2)) return row_sum_vector<true>(rows, w, count, n, acc);
 #endif
-  weighted_sum_portable(rows, w, count, n, acc);
+  row_sum_portable<true>(rows, w, count, n, 1, acc);
 }
 
 void widen_sum_rows(const Half* const* rows, int64_t count, int64_t n, int64_t stride, float* sums) {
 #ifdef SG_HAVE_F16C_PATH
   if (stride == 1 && use(ConvertPath::kF16cAvx2)) return row_sum_vector<false>(rows, nullptr, count, n, sums);
 #endif
-  widen_sum_portable(rows, count, n, stride, sums);
+  row_sum_portable<false>(rows, nullptr, count, n, stride, sums);
 }
 
 void widen_row(const BFloat16* src, int64_t stride, int64_t n, float* dst) { widen_portable(src, stride, n, dst); }
