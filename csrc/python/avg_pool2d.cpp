@@ -33,10 +33,7 @@ void bind_avg_pool2d(py::module_& m) {
                                                    ceil_mode, count_include_pad, divisor_override);
         const TensorView in = view_of(input, "avg_pool2d", "input");
         Output out = new_output(input, avg_pool2d_output_shape(in.sizes(), params));
-        {
-          py::gil_scoped_release release;
-          avg_pool2d(in, out.view, params);
-        }
+        without_gil([&] { avg_pool2d(in, out.view, params); });
         return out.array;
       },
       py::arg("input"), py::arg("kernel_size"), py::arg("stride"), py::arg("padding"), py::arg("ceil_mode"),
@@ -52,10 +49,7 @@ void bind_avg_pool2d(py::module_& m) {
         const TensorView go = view_of(grad_output, "avg_pool2d_backward", "grad_output");
         const TensorView in = view_of(input, "avg_pool2d_backward", "input");
         Output grad_input = new_output(grad_output, in.sizes());
-        {
-          py::gil_scoped_release release;
-          avg_pool2d_backward(go, in, grad_input.view, params);
-        }
+        without_gil([&] { avg_pool2d_backward(go, in, grad_input.view, params); });
         return grad_input.array;
       },
       py::arg("grad_output"), py::arg("input"), py::arg("kernel_size"), py::arg("stride"), py::arg("padding"),

@@ -28,10 +28,7 @@ void bind_grid_sampler_2d(py::module_& m) {
         const TensorView in = view_of(input, "grid_sampler_2d", "input");
         const TensorView gr = view_of(grid, "grid_sampler_2d", "grid");
         Output out = new_output(input, grid_sampler_2d_output_shape(in.sizes(), gr.sizes()));
-        {
-          py::gil_scoped_release release;
-          grid_sampler_2d(in, gr, out.view, params);
-        }
+        without_gil([&] { grid_sampler_2d(in, gr, out.view, params); });
         return out.array;
       },
       py::arg("input"), py::arg("grid"), py::arg("interpolation_mode"), py::arg("padding_mode"),
@@ -53,10 +50,9 @@ void bind_grid_sampler_2d(py::module_& m) {
         Output grad_input, grad_grid;
         if (want_input) grad_input = new_output(input, in.sizes());
         if (want_grid) grad_grid = new_output(grid, gr.sizes());
-        {
-          py::gil_scoped_release release;
+        without_gil([&] {
           grid_sampler_2d_backward(go, in, gr, grad_input.view, grad_grid.view, params, output_mask);
-        }
+        });
         py::object gi = want_input ? py::object(grad_input.array) : py::none();
         py::object gg = want_grid ? py::object(grad_grid.array) : py::none();
         return py::make_tuple(gi, gg);

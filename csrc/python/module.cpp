@@ -13,6 +13,9 @@ PYBIND11_MODULE(_core, m) {
   m.def("set_num_threads", &sg::set_num_threads, pybind11::arg("n"),
         "Threads used by spatialgrad kernels (process-wide); n <= 0 restores the default.");
   m.def("get_num_threads", &sg::get_num_threads, "Threads used by spatialgrad kernels.");
+  m.def("set_default_num_threads", &sg::set_default_num_threads, pybind11::arg("n"),
+        "Threads used while set_num_threads has set none (spatialgrad.torch follows torch's count with it "
+        "inside DataLoader workers); n <= 0 restores the environment's or machine's default.");
   m.def("clear_memory_cache", &sg::detail::clear_block_cache,
         "Frees the memory kept for reuse from large arrays and buffers that have died (see the README).");
   sg::python::bind_avg_pool2d(m);

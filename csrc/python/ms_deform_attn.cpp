@@ -36,10 +36,7 @@ void bind_ms_deform_attn(py::module_& m) {
         const TensorView loc = view_of(sampling_locations, kForward, "sampling_locations");
         const TensorView attn = view_of(attention_weights, kForward, "attention_weights");
         Output out = new_output(value, ms_deform_attn_output_shape(v.sizes(), loc.sizes()));
-        {
-          py::gil_scoped_release release;
-          ms_deform_attn(v, shapes, starts, loc, attn, out.view);
-        }
+        without_gil([&] { ms_deform_attn(v, shapes, starts, loc, attn, out.view); });
         return out.array;
       },
       py::arg("value"), py::arg("spatial_shapes"), py::arg("level_start_index"), py::arg("sampling_locations"),
@@ -58,10 +55,9 @@ void bind_ms_deform_attn(py::module_& m) {
         Output grad_value = new_output(value, v.sizes());
         Output grad_loc = new_output(value, loc.sizes());
         Output grad_attn = new_output(value, attn.sizes());
-        {
-          py::gil_scoped_release release;
+        without_gil([&] {
           ms_deform_attn_backward(v, shapes, starts, loc, attn, go, grad_value.view, grad_loc.view, grad_attn.view);
-        }
+        });
         return py::make_tuple(grad_value.array, grad_loc.array, grad_attn.array);
       },
       py::arg("value"), py::arg("spatial_shapes"), py::arg("level_start_index"), py::arg("sampling_locations"),

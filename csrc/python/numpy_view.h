@@ -31,4 +31,20 @@ Output new_output(const py::array& like, const std::vector<int64_t>& shape);
 // Installs the translation of spatialgrad::Error kinds to Python exceptions.
 void register_error_translator();
 
+// Runs fn() with the GIL released. The GIL is taken back in plain code, not in a destructor as
+// py::gil_scoped_release does: a daemon thread that comes back while the interpreter shuts down is
+// ended by pthread_exit inside PyEval_RestoreThread, and that unwind must not cross a noexcept
+// frame (it would call std::terminate and abort the exiting process).
+template <class Fn>
+void without_gil(const Fn& fn) {
+  PyThreadState* state = PyEval_SaveThread();
+  try {
+    fn();
+  } catch (...) {
+    PyEval_RestoreThread(state);
+    throw;
+  }
+  PyEval_RestoreThread(state);
+}
+
 }  // namespace spatialgrad::python

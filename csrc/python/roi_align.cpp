@@ -36,10 +36,7 @@ void bind_roi_align(py::module_& m) {
         const TensorView in = view_of(input, "roi_align", "input");
         const TensorView rois = view_of(boxes, "roi_align", "boxes");
         Output out = new_output(input, roi_align_output_shape(in.sizes(), rois.sizes(), params));
-        {
-          py::gil_scoped_release release;
-          roi_align(in, rois, out.view, params);
-        }
+        without_gil([&] { roi_align(in, rois, out.view, params); });
         return out.array;
       },
       py::arg("input"), py::arg("boxes"), py::arg("output_size"), py::arg("spatial_scale"),
@@ -54,10 +51,7 @@ void bind_roi_align(py::module_& m) {
         const TensorView rois = view_of(boxes, "roi_align_backward", "boxes");
         check_roi_align_backward_args(go, rois, input_shape, params);  // before allocating input_shape
         Output grad_input = new_output(grad_output, input_shape);
-        {
-          py::gil_scoped_release release;
-          roi_align_backward(go, rois, input_shape, grad_input.view, params);
-        }
+        without_gil([&] { roi_align_backward(go, rois, input_shape, grad_input.view, params); });
         return grad_input.array;
       },
       py::arg("grad_output"), py::arg("boxes"), py::arg("input_shape"), py::arg("pooled_height"),

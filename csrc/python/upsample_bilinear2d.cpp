@@ -22,10 +22,7 @@ void bind_upsample_bilinear2d(py::module_& m) {
         const std::vector<int64_t> size =
             output_size ? *output_size : upsample_bilinear2d_output_size(in.sizes(), scales_h, scales_w, layout);
         Output out = new_output(input, upsample_bilinear2d_output_shape(in.sizes(), size, layout));
-        {
-          py::gil_scoped_release release;
-          upsample_bilinear2d(in, size, align_corners, scales_h, scales_w, layout, out.view);
-        }
+        without_gil([&] { upsample_bilinear2d(in, size, align_corners, scales_h, scales_w, layout, out.view); });
         return out.array;
       },
       py::arg("input"), py::arg("output_size"), py::arg("align_corners"), py::arg("scales_h"), py::arg("scales_w"),
@@ -45,11 +42,10 @@ void bind_upsample_bilinear2d(py::module_& m) {
                            input_size[c_dim] == go.size(c_dim);
         for (int64_t s : input_size) allocatable = allocatable && s >= 0;
         Output grad_input = new_output(grad_output, allocatable ? input_size : std::vector<int64_t>{0});
-        {
-          py::gil_scoped_release release;
+        without_gil([&] {
           upsample_bilinear2d_backward(go, output_size, input_size, align_corners, scales_h, scales_w, layout,
                                        grad_input.view);
-        }
+        });
         return grad_input.array;
       },
       py::arg("grad_output"), py::arg("output_size"), py::arg("input_size"), py::arg("align_corners"),

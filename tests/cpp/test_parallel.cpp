@@ -10,6 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "spatialgrad/parallel.h"
 
 namespace spatialgrad {
@@ -152,6 +156,100 @@ TEST_F(ThreadSetting, ExceptionsPropagateToTheCaller) {
                               if (lo > 0) throw std::runtime_error("boom");
                             }),
                std::runtime_error);
+}
+
+TEST_F(ThreadSetting, DefaultCountAppliesUntilTheUserSetsOne) {
+  set_default_num_threads(3);
+  EXPECT_EQ(get_num_threads(), 3);
+  set_num_threads(2);
+  EXPECT_EQ(get_num_threads(), 2) << "the user's setting wins";
+  set_num_threads(0);
+  EXPECT_EQ(get_num_threads(), 3);
+  set_default_num_threads(0);
+  EXPECT_GE(get_num_threads(), 1);
+}
+
+// The threads of the calling parallel_for, and whether every item was covered once.
+struct Coverage {
+  std::set<std::thread::id> threads;
+  bool each_item_once = true;
+};
+
+Coverage run_and_cover(int64_t n) {
+  std::mutex mutex;
+  Coverage coverage;
+  std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+  parallel_chunks(0, n, 1, 1, [&](ChunkQueue& queue) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      coverage.threads.insert(std::this_thread::get_id());
+    }
+    for (int64_t lo, hi; queue.next(lo, hi);) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));  // long enough for every thread to join
+      for (int64_t i = lo; i < hi; ++i) ++hits[static_cast<size_t>(i)];
+    }
+  });
+  for (auto& h : hits) coverage.each_item_once = coverage.each_item_once && h.load() == 1;
+  return coverage;
+}
+
+// Forks, runs `child` in the child (its return value is the exit code) and returns the child's exit
+// code, or -1 if it did not finish within 30 s (then it is killed): a hang must fail, not block ctest.
+template <class Child>
+int exit_code_of_forked(const Child& child) {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(child());
+  for (int waited_ms = 0; waited_ms < 30000; waited_ms += 10) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -2;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+// A child of fork has only the forking thread. With OpenMP's pool, the child's first parallel region
+// waited for the parent's threads for ever (a DataLoader worker hung); spatialgrad's pool starts anew.
+TEST_F(ThreadSetting, AForkedChildRunsParallelCallsOnItsOwnThreads) {
+  set_num_threads(2);
+  ASSERT_EQ(run_and_cover(64).threads.size(), 2u) << "the parent's pool is running";
+  const int code = exit_code_of_forked([] {
+    const Coverage coverage = run_and_cover(64);
+    if (!coverage.each_item_once) return 3;
+    return coverage.threads.size() == 2 ? 0 : 4;
+  });
+  EXPECT_EQ(code, 0) << "-1: the child hung; 3: items missed; 4: the child did not use two threads";
+  EXPECT_TRUE(run_and_cover(64).each_item_once) << "the parent's pool still works";
+}
+
+// Fork while another thread of the parent is inside a parallel call (its pool is busy, its locks held).
+TEST_F(ThreadSetting, AForkDuringAnotherThreadsCallLeavesTheChildUsable) {
+  set_num_threads(2);
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    while (!stop.load()) run_and_cover(16);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const int code = exit_code_of_forked([] { return run_and_cover(64).each_item_once ? 0 : 3; });
+  stop = true;
+  busy.join();
+  EXPECT_EQ(code, 0) << "-1: the child hung";
+}
+
+// Two application threads calling at once: the second does not wait for the first's pool, it runs
+// its call on its own thread; both cover their ranges exactly once.
+TEST_F(ThreadSetting, ConcurrentCallersBothComplete) {
+  set_num_threads(2);
+  std::vector<std::thread> callers;
+  std::atomic<int> good{0};
+  for (int t = 0; t < 4; ++t) {
+    callers.emplace_back([&] {
+      for (int round = 0; round < 20; ++round) good += run_and_cover(32).each_item_once ? 1 : 0;
+    });
+  }
+  for (auto& caller : callers) caller.join();
+  EXPECT_EQ(good.load(), 80);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The one way kernels run in parallel. Backed by OpenMP, but kernels never include omp.h.
+// The one way kernels run in parallel, on a pool of threads owned by spatialgrad (parallel.cpp).
 //
 // parallel_for(begin, end, grain, fn) cuts [begin, end) into contiguous chunks of at least `grain`
 // items (about kChunksPerThread per thread) and calls fn(chunk_begin, chunk_end) once per chunk. Each
@@ -15,6 +15,11 @@
 // parallel_chunks(begin, end, grain, chunk, fn) is the same with fn(queue) called once per thread, for
 // kernels whose per-task setup is heavy: the thread keeps its scratch and takes chunks of `chunk`
 // items (<= 0: the parallel_for size) from the queue until it is empty.
+//
+// Why our own pool rather than OpenMP: libgomp's threads do not survive fork(), and a forked child
+// (a DataLoader worker, a multiprocessing Pool) that entered a parallel region hung for ever. Our pool
+// is dropped in the child by a pthread_atfork handler and built again on first use. When another
+// application thread is using the pool, a call runs on its own thread instead of waiting.
 #pragma once
 
 #include <algorithm>
@@ -25,14 +30,38 @@
 
 namespace spatialgrad {
 
-// Threads used by later kernel calls (process-wide). n <= 0 restores the default
-// (OMP_NUM_THREADS, else the number of cores).
+// Threads used by later kernel calls (process-wide). n <= 0 restores the default: the count set by
+// set_default_num_threads, else SPATIALGRAD_NUM_THREADS, else OMP_NUM_THREADS, else the cores this
+// process may run on.
 void set_num_threads(int n);
 int get_num_threads();
+// The count used while set_num_threads has not set one (e.g. an adapter following its framework's
+// setting inside a data-loading worker); n <= 0 restores the environment/machine default.
+void set_default_num_threads(int n);
 
 namespace detail {
 int current_thread_index();  // within the running parallel region (0 outside one)
 bool in_parallel_region();
+
+// Calls task(context, i) for i in [0, threads) on the pool, i = 0 on the calling thread, and returns
+// when all have returned. May use fewer threads (down to the caller alone) when the pool is busy with
+// another caller or a thread cannot be started. task must not throw.
+void run_on_pool(int threads, void (*task)(void* context, int index) noexcept, void* context);
+
+// The first exception thrown by any thread of a parallel call, rethrown by the caller.
+class FirstError {
+ public:
+  void capture() noexcept {
+    if (!taken_.exchange(true)) error_ = std::current_exception();
+  }
+  void rethrow_if_any() const {
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::atomic<bool> taken_{false};
+  std::exception_ptr error_;
+};
 }  // namespace detail
 
 // Chunks per thread when the kernel leaves the size to parallel_chunks: enough for a late or
@@ -98,18 +127,23 @@ void parallel_chunks(int64_t begin, int64_t end, int64_t grain, int64_t chunk, c
     const int64_t parts = threads * kChunksPerThread;
     chunk = std::max(grain, (count + parts - 1) / parts);
   }
-  ChunkQueue queue(begin, end, chunk, threads);
-  std::exception_ptr error = nullptr;
-#pragma omp parallel num_threads(threads)
-  {
-    try {
-      fn(queue);
-    } catch (...) {
-#pragma omp critical(spatialgrad_parallel_error)
-      if (!error) error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
+  struct Call {
+    const Fn& fn;
+    ChunkQueue queue;
+    detail::FirstError error;
+  } call{fn, ChunkQueue(begin, end, chunk, threads), {}};
+  detail::run_on_pool(
+      threads,
+      [](void* context, int) noexcept {
+        Call& c = *static_cast<Call*>(context);
+        try {
+          c.fn(c.queue);
+        } catch (...) {
+          c.error.capture();
+        }
+      },
+      &call);
+  call.error.rethrow_if_any();
 }
 
 template <class Fn>

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include <pthread.h>
+
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
@@ -43,7 +45,11 @@ void* allocate(size_t bytes) {
 
 class Cache {
  public:
-  Cache() : limit_(limit_from_environment()) {}
+  // A fork while another thread holds the lock would leave it held for ever in the child: fork waits
+  // for the lock, and both processes release it.
+  Cache() : limit_(limit_from_environment()) {
+    pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_after_fork);
+  }
 
   void* acquire(size_t bytes) {
     {
@@ -91,6 +97,9 @@ class Cache {
   }
 
  private:
+  static void lock_for_fork();
+  static void unlock_after_fork();
+
   std::mutex mutex_;
   const size_t limit_;
   size_t cached_ = 0;
@@ -102,6 +111,9 @@ Cache& cache() {
   static Cache* instance = new Cache();
   return *instance;
 }
+
+void Cache::lock_for_fork() { cache().mutex_.lock(); }
+void Cache::unlock_after_fork() { cache().mutex_.unlock(); }
 
 }  // namespace
 

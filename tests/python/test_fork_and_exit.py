@@ -1,0 +1,88 @@
+"""Processes and threads around the operators: fork after use, a fork Pool, and interpreter exit while a
+daemon thread is inside a kernel. Each probe runs in a fresh interpreter with a timeout, so a hang or an
+abort fails the test instead of the suite."""
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+TIMEOUT_S = 60
+
+
+def run_probe(code: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                              timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired as expired:
+        pytest.fail(f"the probe hung (killed after {TIMEOUT_S} s); its output so far: {expired.stdout!r}")
+
+
+def test_a_forked_child_runs_the_operators_after_the_parent_did():
+    # The issue's repro: with OpenMP's pool the child waited for the parent's threads for ever.
+    result = run_probe("""
+        import os, numpy as np, spatialgrad as sg
+        sg.set_num_threads(2)
+        x = np.random.default_rng(0).random((4, 16, 128, 128), dtype=np.float32)
+        expected = sg.avg_pool2d(x, 3, 2, 1)
+        pid = os.fork()
+        if pid == 0:
+            same = np.array_equal(sg.avg_pool2d(x, 3, 2, 1), expected)
+            up = sg.upsample_bilinear2d(x, scale_factor=2)
+            os._exit(0 if same and sg.get_num_threads() == 2 and up.shape == (4, 16, 256, 256) else 3)
+        _, status = os.waitpid(pid, 0)
+        print("child exit", os.waitstatus_to_exitcode(status))
+        print("parent still works", np.array_equal(sg.avg_pool2d(x, 3, 2, 1), expected))
+    """)
+    assert result.returncode == 0, result.stderr
+    assert "child exit 0" in result.stdout
+    assert "parent still works True" in result.stdout
+
+
+def test_a_fork_pool_runs_every_operator_after_the_parent_did():
+    result = run_probe("""
+        import multiprocessing as mp, numpy as np, spatialgrad as sg
+        rng = np.random.default_rng(1)
+        x = rng.random((2, 8, 32, 32), dtype=np.float32)
+        grid = rng.uniform(-1, 1, (2, 16, 16, 2)).astype(np.float32)
+        boxes = np.array([[0, 1.0, 2.0, 20.0, 25.0], [1, 4.0, 4.0, 30.0, 12.0]], np.float32)
+        value = rng.random((1, 16 * 16 + 8 * 8, 2, 4), dtype=np.float32)
+        shapes, starts = np.array([[16, 16], [8, 8]]), np.array([0, 256])
+        loc = rng.random((1, 10, 2, 2, 3, 2), dtype=np.float32)
+        attn = rng.random((1, 10, 2, 2, 3), dtype=np.float32)
+
+        def run_all(_=None):
+            return [sg.avg_pool2d(x, 2), sg.upsample_bilinear2d(x, scale_factor=2), sg.grid_sample(x, grid),
+                    sg.roi_align(x, boxes, 7), sg.ms_deform_attn(value, shapes, starts, loc, attn)]
+
+        expected = run_all()
+        with mp.get_context("fork").Pool(2) as pool:
+            results = pool.map(run_all, range(4))
+        print("equal", all(np.array_equal(a, b) for r in results for a, b in zip(r, expected)))
+    """)
+    assert result.returncode == 0, result.stderr
+    assert "equal True" in result.stdout
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_interpreter_exit_while_daemon_threads_call_the_operators(attempt):
+    # Short calls in a loop, so that threads come back from kernels while Python finalizes: Python ends
+    # them with pthread_exit, whose unwind through pybind11's GIL guard (a destructor) called
+    # std::terminate ("terminate called without an active exception", exit code 134).
+    result = run_probe("""
+        import threading, time, numpy as np, spatialgrad as sg
+        x = np.ones((1, 16, 64, 64), np.float32)
+        started = threading.Event()
+        def loop():
+            while True:
+                started.set()
+                sg.avg_pool2d(x, 2)
+        for _ in range(4):
+            threading.Thread(target=loop, daemon=True).start()
+        started.wait()
+        time.sleep(0.05)
+        print("exiting")
+    """)
+    assert "terminate called" not in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert "exiting" in result.stdout
