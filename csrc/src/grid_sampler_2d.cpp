@@ -8,6 +8,7 @@
 
 #include "detail/checks.h"
 #include "detail/float_staging.h"
+#include "detail/grid_sampler_2d_checks.h"
 #include "detail/grid_sampler_coords.h"
 #include "spatialgrad/parallel.h"
 
@@ -29,31 +30,6 @@ constexpr int64_t kBlock = 256;
 constexpr int64_t kMinWorkPerTask = 1 << 15;
 // Input-gradient planes per backward task, at most.
 constexpr int64_t kMaxChannelBlock = 8;
-
-// ---- validation --------------------------------------------------------------------------------------
-
-void check_modes(const char* op, const GridSampler2dParams& p) {
-  SG_CHECK(p.interpolation_mode >= 0 && p.interpolation_mode <= 2, op,
-           "(): expected interpolation_mode in {0 (bilinear), 1 (nearest), 2 (bicubic)}, but got ",
-           p.interpolation_mode);
-  SG_CHECK(p.padding_mode >= 0 && p.padding_mode <= 2, op,
-           "(): expected padding_mode in {0 (zeros), 1 (border), 2 (reflection)}, but got ", p.padding_mode);
-}
-
-std::vector<int64_t> output_shape(const char* op, const std::vector<int64_t>& in, const std::vector<int64_t>& grid) {
-  SG_CHECK(in.size() == 4, op, "(): expected input to be 4-D (N, C, H, W), but got ", in.size(), "-D shape ",
-           format_list(in));
-  SG_CHECK(grid.size() == 4, op, "(): expected grid to be 4-D (N, Ho, Wo, 2), but got ", grid.size(), "-D shape ",
-           format_list(grid));
-  SG_CHECK(grid[3] == 2, op, "(): expected grid's last dimension to be 2 (x, y), but got grid of shape ",
-           format_list(grid));
-  SG_CHECK(grid[0] == in[0], op, "(): expected grid to have the batch size of input (", in[0], "), but got ", grid[0],
-           " (grid of shape ", format_list(grid), ")");
-  // PyTorch rejects an empty input plane too (there is nothing to sample, not even a border pixel).
-  SG_CHECK(in[2] != 0 && in[3] != 0, op,
-           "(): expected input to have non-empty spatial dimensions (H, W), but got input of shape ", format_list(in));
-  return {in[0], in[1], grid[1], grid[2]};
-}
 
 // ---- geometry ----------------------------------------------------------------------------------------
 
@@ -761,13 +737,13 @@ void dispatch_table(int64_t interpolation_mode, Fn&& fn) {
 
 std::vector<int64_t> grid_sampler_2d_output_shape(const std::vector<int64_t>& input_shape,
                                                   const std::vector<int64_t>& grid_shape) {
-  return output_shape(kForward, input_shape, grid_shape);
+  return detail::grid_sampler_output_shape(kForward, input_shape, grid_shape);
 }
 
 void grid_sampler_2d(const TensorView& input, const TensorView& grid, const TensorView& output,
                      const GridSampler2dParams& params) {
-  check_modes(kForward, params);
-  const std::vector<int64_t> expected = output_shape(kForward, input.sizes(), grid.sizes());
+  detail::check_grid_sampler_modes(kForward, params);
+  const std::vector<int64_t> expected = detail::grid_sampler_output_shape(kForward, input.sizes(), grid.sizes());
   detail::check_same_dtype(kForward, "grid", grid, "input", input);
   detail::check_shape(kForward, "output", output, expected);
   detail::check_same_dtype(kForward, "output", output, "input", input);
@@ -791,18 +767,11 @@ void grid_sampler_2d(const TensorView& input, const TensorView& grid, const Tens
 void check_grid_sampler_2d_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grid,
                                     const TensorView& grad_input, const TensorView& grad_grid,
                                     const GridSampler2dParams& params, const std::vector<bool>& output_mask) {
-  check_modes(kBackward, params);
+  detail::check_grid_sampler_modes(kBackward, params);
   SG_CHECK(output_mask.size() == 2, kBackward,
            "(): expected output_mask to have 2 entries (grad_input, grad_grid), but got ", output_mask.size());
-  const std::vector<int64_t> expected = output_shape(kBackward, input.sizes(), grid.sizes());
-  detail::check_dim(kBackward, "grad_output", grad_output, 4);
-  SG_CHECK(grad_output.size(0) == expected[0], kBackward, "(): expected grad_output to have the batch size of input (",
-           expected[0], "), but got ", grad_output.size(0));
-  SG_CHECK(grad_output.size(1) == expected[1], kBackward, "(): expected grad_output to have the channels of input (",
-           expected[1], "), but got ", grad_output.size(1));
-  SG_CHECK(grad_output.size(2) == expected[2] && grad_output.size(3) == expected[3], kBackward,
-           "(): expected grad_output's spatial size to equal grid's (Ho, Wo) = (", expected[2], ", ", expected[3],
-           "), but got (", grad_output.size(2), ", ", grad_output.size(3), ")");
+  const std::vector<int64_t> expected = detail::grid_sampler_output_shape(kBackward, input.sizes(), grid.sizes());
+  detail::check_grid_sampler_grad_output(kBackward, grad_output, expected);
   detail::check_same_dtype(kBackward, "input", input, "grad_output", grad_output);
   detail::check_same_dtype(kBackward, "grid", grid, "grad_output", grad_output);
   const bool want_input = output_mask[0], want_grid = output_mask[1];

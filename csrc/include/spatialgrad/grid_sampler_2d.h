@@ -45,4 +45,18 @@ void check_grid_sampler_2d_backward(const TensorView& grad_output, const TensorV
                                     const GridSampler2dParams& params,
                                     const std::vector<bool>& output_mask = {true, true});
 
+// Second order. With (grad_input, grad_grid) = grid_sampler_2d_backward(grad_output, input, grid) and
+// cotangents grad_grad_input (shaped like input) and grad_grad_grid (shaped like grid), the gradients of
+//   sum(grad_grad_input * grad_input) + sum(grad_grad_grid * grad_grid)
+// with respect to grad_output (d_grad_output), input (d_input) and grid (d_grid). An absent cotangent
+// (TensorView()) counts as zeros. output_mask = {want d_grad_output, want d_input, want d_grid}; an output
+// not requested is neither validated nor written. The weights are piecewise polynomials of the grid, so
+// the second derivatives are exact away from pixel boundaries, where they are one-sided (as the first
+// derivatives of the backward are).
+void grid_sampler_2d_double_backward(const TensorView& grad_grad_input, const TensorView& grad_grad_grid,
+                                     const TensorView& grad_output, const TensorView& input, const TensorView& grid,
+                                     const TensorView& d_grad_output, const TensorView& d_input,
+                                     const TensorView& d_grid, const GridSampler2dParams& params,
+                                     const std::vector<bool>& output_mask = {true, true, true});
+
 }  // namespace spatialgrad
