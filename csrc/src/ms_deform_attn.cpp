@@ -30,10 +30,7 @@ int64_t grain_for(double work_per_item) {
 
 using detail::DeformLevel;
 
-struct Problem {
-  int64_t batch, spatial, heads, channels, queries, levels, points;
-  std::vector<DeformLevel> level_table;
-};
+using Problem = detail::DeformProblem;
 
 void check_rank(const char* op, const char* name, const std::vector<int64_t>& shape, int64_t dim) {
   SG_CHECK(static_cast<int64_t>(shape.size()) == dim, op, "(): expected ", name, " to be ", dim, "-D, but got ",
@@ -794,5 +791,15 @@ void ms_deform_attn_backward(const TensorView& value, const TensorView& spatial_
     }
   });
 }
+
+namespace detail {
+
+DeformProblem validate_deform_attn(const char* op, const TensorView& value, const TensorView& spatial_shapes,
+                                   const TensorView& level_start_index, const TensorView& sampling_locations,
+                                   const TensorView& attention_weights) {
+  return validate(op, value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
+}
+
+}  // namespace detail
 
 }  // namespace spatialgrad

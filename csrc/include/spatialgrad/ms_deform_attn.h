@@ -51,4 +51,18 @@ void check_ms_deform_attn_backward(const TensorView& value, const TensorView& sp
                                    const TensorView& grad_value, const TensorView& grad_sampling_locations,
                                    const TensorView& grad_attention_weights);
 
+// Second order. With (grad_value, grad_sampling_locations, grad_attention_weights) = ms_deform_attn_backward(...)
+// and cotangents grad_grad_value, grad_grad_sampling_locations, grad_grad_attention_weights (shaped like
+// value, sampling_locations, attention_weights; an absent one, TensorView(), counts as zeros), the
+// gradients of the sum of the three cotangent-gradient products with respect to value (d_value),
+// sampling_locations (d_sampling_locations), attention_weights (d_attention_weights) and grad_output
+// (d_grad_output). Every output is written.
+void ms_deform_attn_double_backward(const TensorView& value, const TensorView& spatial_shapes,
+                                    const TensorView& level_start_index, const TensorView& sampling_locations,
+                                    const TensorView& attention_weights, const TensorView& grad_output,
+                                    const TensorView& grad_grad_value, const TensorView& grad_grad_sampling_locations,
+                                    const TensorView& grad_grad_attention_weights, const TensorView& d_value,
+                                    const TensorView& d_sampling_locations, const TensorView& d_attention_weights,
+                                    const TensorView& d_grad_output);
+
 }  // namespace spatialgrad

@@ -4,8 +4,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "simd.h"
+#include "spatialgrad/tensor.h"
 
 namespace spatialgrad::detail {
 
@@ -13,6 +15,18 @@ namespace spatialgrad::detail {
 struct DeformLevel {
   int64_t height, width, start;
 };
+
+// The sizes of one call and its level table, read from spatial_shapes (validated).
+struct DeformProblem {
+  int64_t batch, spatial, heads, channels, queries, levels, points;
+  std::vector<DeformLevel> level_table;
+};
+
+// Validates what every ms_deform_attn entry point shares (ranks, shapes, dtypes, the level table) and
+// reads the level table; messages name `op`. Defined in ms_deform_attn.cpp.
+DeformProblem validate_deform_attn(const char* op, const TensorView& value, const TensorView& spatial_shapes,
+                                   const TensorView& level_start_index, const TensorView& sampling_locations,
+                                   const TensorView& attention_weights);
 
 // A located point: its top-left corner (hl, wl), in [-1, H-1] x [-1, W-1] (a corner outside the
 // level reads as zero), its fractional offsets (lh, lw) and the corner weights, in the order

@@ -1,0 +1,281 @@
+// Second derivatives of multi-scale deformable attention (the vjp of ms_deform_attn_backward).
+//
+// For one sampling point with attention weight A, location (x, y) and corner weights w_k (k = 0..3,
+// zero-padded corners dropped), let a_k = d w_k / d(x, y) and hxy_k = d^2 w_k / dx dy (the bilinear
+// weights are linear in x and in y, so d^2/dx^2 = d^2/dy^2 = 0). The first-order backward is
+//   grad_value[corner k, c] += go[c] A w_k,   grad_loc = A sum_c go[c] sum_k a_k v_k[c],
+//   grad_attn = sum_c go[c] sum_k w_k v_k[c].
+// With cotangents U (of grad_value), V (of grad_loc, at the point) and Wt (of grad_attn, at the point):
+//   d_grad_output[c] += A sum_k (w_k U_k[c] + (V . a_k) v_k[c]) + Wt sum_k w_k v_k[c]
+//   d_value[corner k, c] += go[c] (A (V . a_k) + Wt w_k)
+//   d_attn = sum_c go[c] sum_k (w_k U_k[c] + (V . a_k) v_k[c])
+//   d_loc  = sum_c go[c] sum_k (A a_k U_k[c] + A hxy_k (V_y, V_x) v_k[c] + Wt a_k v_k[c]).
+//
+// A task owns one (batch, head) pair: the value rows of that pair and every point and output row of it,
+// so the tasks write disjoint memory, each in one fixed order (deterministic for any thread count, no
+// atomics). Float32 and half precision accumulate in float32, float64 in float64.
+#include <algorithm>
+#include <vector>
+
+#include "detail/checks.h"
+#include "detail/float_staging.h"
+#include "detail/ms_deform_attn.h"
+#include "spatialgrad/ms_deform_attn.h"
+#include "spatialgrad/parallel.h"
+
+namespace spatialgrad {
+namespace {
+
+constexpr const char* kOp = "ms_deform_attn_double_backward";
+// Rough element-operations per parallel task below which splitting costs more than it saves.
+constexpr int64_t kMinWorkPerTask = 1 << 15;
+
+using detail::DeformLevel;
+using detail::DeformPoint;
+using detail::DeformProblem;
+
+bool is_absent(const TensorView& t) { return t.raw_data() == nullptr && t.dim() == 0; }
+
+// A strided view as base pointer plus strides (null base for an absent cotangent).
+template <class T, int D>
+struct Strided {
+  T* data = nullptr;
+  int64_t s[D] = {};
+  Strided() = default;
+  explicit Strided(const TensorView& t) {
+    if (is_absent(t)) return;
+    data = t.data<T>();
+    for (int d = 0; d < D; ++d) s[d] = t.stride(d);
+  }
+  explicit operator bool() const { return data != nullptr; }
+};
+
+template <class T>
+struct Problem {
+  using Acc = AccType<T>;
+  DeformProblem shape;
+  Strided<const T, 4> value, gg_value;
+  Strided<const T, 6> loc, gg_loc;
+  Strided<const T, 5> attn, gg_attn;
+  Strided<const T, 3> grad_output;
+  Strided<T, 4> d_value;
+  Strided<T, 6> d_loc;
+  Strided<T, 5> d_attn;
+  Strided<T, 3> d_grad_output;
+};
+
+// The corners of a located point that lie inside its level: value row, weight, d weight / d(x, y) and
+// d^2 weight / dx dy.
+template <class Acc>
+struct Corners {
+  int count = 0;
+  int64_t row[4];
+  Acc w[4], ax[4], ay[4], hxy[4];
+};
+
+template <class Acc>
+Corners<Acc> corners_of(const DeformPoint<Acc>& pt, const DeformLevel& level) {
+  const Acc sx = static_cast<Acc>(level.width), sy = static_cast<Acc>(level.height);
+  // d w / d lw and d w / d lh for the corners (hl, wl), (hl, wl+1), (hl+1, wl), (hl+1, wl+1).
+  const Acc dw_dlw[4] = {-pt.hh, pt.hh, -pt.lh, pt.lh};
+  const Acc dw_dlh[4] = {-pt.hw, -pt.lw, pt.hw, pt.lw};
+  const Acc d2w[4] = {1, -1, -1, 1};
+  Corners<Acc> out;
+  for (int k = 0; k < 4; ++k) {
+    const int64_t r = pt.hl + k / 2, c = pt.wl + k % 2;
+    if (r < 0 || r >= level.height || c < 0 || c >= level.width) continue;
+    const int i = out.count++;
+    out.row[i] = level.start + r * level.width + c;
+    out.w[i] = pt.weight[k];
+    out.ax[i] = dw_dlw[k] * sx;
+    out.ay[i] = dw_dlh[k] * sy;
+    out.hxy[i] = d2w[k] * sx * sy;
+  }
+  return out;
+}
+
+// One point of pair (b, h): adds its terms to d_go (C entries) and d_value, writes d_loc and d_attn.
+template <class T>
+void point_terms(const Problem<T>& pb, int64_t b, int64_t q, int64_t h, int64_t l, int64_t p,
+                 const AccType<T>* go, AccType<T>* d_go) {
+  using Acc = AccType<T>;
+  const int64_t C = pb.shape.channels;
+  const int64_t loc_at = b * pb.loc.s[0] + q * pb.loc.s[1] + h * pb.loc.s[2] + l * pb.loc.s[3] + p * pb.loc.s[4];
+  const int64_t attn_at = b * pb.attn.s[0] + q * pb.attn.s[1] + h * pb.attn.s[2] + l * pb.attn.s[3] + p * pb.attn.s[4];
+  const int64_t gloc_at =
+      b * pb.gg_loc.s[0] + q * pb.gg_loc.s[1] + h * pb.gg_loc.s[2] + l * pb.gg_loc.s[3] + p * pb.gg_loc.s[4];
+  const int64_t gattn_at =
+      b * pb.gg_attn.s[0] + q * pb.gg_attn.s[1] + h * pb.gg_attn.s[2] + l * pb.gg_attn.s[3] + p * pb.gg_attn.s[4];
+  const Acc A = load_as<Acc>(pb.attn.data[attn_at]);
+  const Acc vx = pb.gg_loc ? load_as<Acc>(pb.gg_loc.data[gloc_at]) : Acc(0);
+  const Acc vy = pb.gg_loc ? load_as<Acc>(pb.gg_loc.data[gloc_at + pb.gg_loc.s[5]]) : Acc(0);
+  const Acc wt = pb.gg_attn ? load_as<Acc>(pb.gg_attn.data[gattn_at]) : Acc(0);
+  Acc sum_x = 0, sum_y = 0, sum_attn = 0;
+  const DeformLevel& level = pb.shape.level_table[static_cast<size_t>(l)];
+  DeformPoint<Acc> pt;
+  if (detail::locate_deform_point(load_as<Acc>(pb.loc.data[loc_at]), load_as<Acc>(pb.loc.data[loc_at + pb.loc.s[5]]),
+                                  level.height, level.width, pt)) {
+    const Corners<Acc> k4 = corners_of(pt, level);
+    Acc cv[4];  // V . a_k
+    for (int k = 0; k < k4.count; ++k) cv[k] = vx * k4.ax[k] + vy * k4.ay[k];
+    for (int64_t c = 0; c < C; ++c) {
+      Acc s = 0, u = 0, dv = 0, ax_u = 0, ay_u = 0, ax_v = 0, ay_v = 0, h_v = 0;
+      for (int k = 0; k < k4.count; ++k) {
+        const int64_t vo = k4.row[k] * pb.value.s[1] + c * pb.value.s[3];
+        const Acc v = load_as<Acc>(pb.value.data[b * pb.value.s[0] + h * pb.value.s[2] + vo]);
+        const Acc uu = pb.gg_value ? load_as<Acc>(pb.gg_value.data[b * pb.gg_value.s[0] + h * pb.gg_value.s[2] +
+                                                                   k4.row[k] * pb.gg_value.s[1] + c * pb.gg_value.s[3]])
+                                   : Acc(0);
+        s += k4.w[k] * v;
+        u += k4.w[k] * uu;
+        dv += cv[k] * v;
+        ax_u += k4.ax[k] * uu;
+        ay_u += k4.ay[k] * uu;
+        ax_v += k4.ax[k] * v;
+        ay_v += k4.ay[k] * v;
+        h_v += k4.hxy[k] * v;
+        T& cell = pb.d_value.data[b * pb.d_value.s[0] + h * pb.d_value.s[2] + k4.row[k] * pb.d_value.s[1] +
+                                  c * pb.d_value.s[3]];
+        cell = store_as<T>(load_as<Acc>(cell) + go[c] * (A * cv[k] + wt * k4.w[k]));
+      }
+      d_go[c] += A * (u + dv) + wt * s;
+      sum_attn += go[c] * (u + dv);
+      sum_x += go[c] * (A * ax_u + A * h_v * vy + wt * ax_v);
+      sum_y += go[c] * (A * ay_u + A * h_v * vx + wt * ay_v);
+    }
+  }
+  const int64_t dl = b * pb.d_loc.s[0] + q * pb.d_loc.s[1] + h * pb.d_loc.s[2] + l * pb.d_loc.s[3] + p * pb.d_loc.s[4];
+  pb.d_loc.data[dl] = store_as<T>(sum_x);
+  pb.d_loc.data[dl + pb.d_loc.s[5]] = store_as<T>(sum_y);
+  pb.d_attn.data[b * pb.d_attn.s[0] + q * pb.d_attn.s[1] + h * pb.d_attn.s[2] + l * pb.d_attn.s[3] +
+                 p * pb.d_attn.s[4]] = store_as<T>(sum_attn);
+}
+
+// Everything pair (b, h) owns: its d_value rows (zeroed first), then query after query its points and
+// its d_grad_output row.
+template <class T>
+void pair_task(const Problem<T>& pb, int64_t b, int64_t h, std::vector<AccType<T>>& scratch) {
+  using Acc = AccType<T>;
+  const DeformProblem& sh = pb.shape;
+  const int64_t C = sh.channels;
+  for (int64_t s = 0; s < sh.spatial; ++s)
+    for (int64_t c = 0; c < C; ++c)
+      pb.d_value.data[b * pb.d_value.s[0] + s * pb.d_value.s[1] + h * pb.d_value.s[2] + c * pb.d_value.s[3]] =
+          store_as<T>(Acc(0));
+  Acc* go = scratch.data();
+  Acc* d_go = go + C;
+  for (int64_t q = 0; q < sh.queries; ++q) {
+    const int64_t row = b * pb.grad_output.s[0] + q * pb.grad_output.s[1] + h * C * pb.grad_output.s[2];
+    for (int64_t c = 0; c < C; ++c) {
+      go[c] = load_as<Acc>(pb.grad_output.data[row + c * pb.grad_output.s[2]]);
+      d_go[c] = 0;
+    }
+    for (int64_t l = 0; l < sh.levels; ++l)
+      for (int64_t p = 0; p < sh.points; ++p) point_terms(pb, b, q, h, l, p, go, d_go);
+    const int64_t out = b * pb.d_grad_output.s[0] + q * pb.d_grad_output.s[1] + h * C * pb.d_grad_output.s[2];
+    for (int64_t c = 0; c < C; ++c) pb.d_grad_output.data[out + c * pb.d_grad_output.s[2]] = store_as<T>(d_go[c]);
+  }
+}
+
+template <class T>
+void run(const Problem<T>& pb) {
+  const DeformProblem& sh = pb.shape;
+  const double work = 1.0 + static_cast<double>(sh.spatial) * sh.channels +
+                      static_cast<double>(sh.queries) * sh.levels * sh.points * (sh.channels + 1) * 40;
+  const int64_t grain = static_cast<int64_t>(std::max(1.0, kMinWorkPerTask / work));
+  parallel_chunks(0, sh.batch * sh.heads, grain, 0, [&](ChunkQueue& queue) {
+    std::vector<AccType<T>> scratch(static_cast<size_t>(2 * sh.channels));  // outside any cloned function
+    for (int64_t lo, hi; queue.next(lo, hi);)
+      for (int64_t i = lo; i < hi; ++i) pair_task(pb, i / sh.heads, i % sh.heads, scratch);
+  });
+}
+
+DeformProblem check_arguments(const TensorView& value, const TensorView& spatial_shapes,
+                              const TensorView& level_start_index, const TensorView& loc, const TensorView& attn,
+                              const TensorView& grad_output, const TensorView& gg_value, const TensorView& gg_loc,
+                              const TensorView& gg_attn, const TensorView& d_value, const TensorView& d_loc,
+                              const TensorView& d_attn, const TensorView& d_grad_output) {
+  dispatch_floating(value.dtype(), kOp, "value", [](auto) {});
+  DeformProblem pb = detail::validate_deform_attn(kOp, value, spatial_shapes, level_start_index, loc, attn);
+  const std::vector<int64_t> out_shape{pb.batch, pb.queries, detail::checked_mul(kOp, pb.heads, pb.channels)};
+  const struct {
+    const TensorView& t;
+    const char* name;
+    const std::vector<int64_t>& shape;
+    bool used;
+  } operands[] = {{grad_output, "grad_output", out_shape, true},
+                  {gg_value, "grad_grad_value", value.sizes(), !is_absent(gg_value)},
+                  {gg_loc, "grad_grad_sampling_locations", loc.sizes(), !is_absent(gg_loc)},
+                  {gg_attn, "grad_grad_attention_weights", attn.sizes(), !is_absent(gg_attn)},
+                  {d_value, "d_value", value.sizes(), true},
+                  {d_loc, "d_sampling_locations", loc.sizes(), true},
+                  {d_attn, "d_attention_weights", attn.sizes(), true},
+                  {d_grad_output, "d_grad_output", out_shape, true}};
+  for (const auto& o : operands) {
+    if (!o.used) continue;
+    detail::check_shape(kOp, o.name, o.t, o.shape);
+    detail::check_same_dtype(kOp, o.name, o.t, "value", value);
+  }
+  return pb;
+}
+
+// float16/bfloat16: every operand widened once to float32, the float32 kernel, every output rounded once.
+void run_staged(const TensorView& value, const TensorView& spatial_shapes, const TensorView& level_start_index,
+                const TensorView& loc, const TensorView& attn, const TensorView& grad_output,
+                const TensorView& gg_value, const TensorView& gg_loc, const TensorView& gg_attn,
+                const TensorView& d_value, const TensorView& d_loc, const TensorView& d_attn,
+                const TensorView& d_grad_output) {
+  using detail::FloatStaging;
+  const auto in = [](const TensorView& t) { return is_absent(t) ? FloatStaging() : FloatStaging::copy_of(t); };
+  const FloatStaging s_value = in(value), s_loc = in(loc), s_attn = in(attn), s_go = in(grad_output),
+                     s_ggv = in(gg_value), s_ggl = in(gg_loc), s_gga = in(gg_attn);
+  const FloatStaging s_dv = FloatStaging::like(d_value), s_dl = FloatStaging::like(d_loc),
+                     s_da = FloatStaging::like(d_attn), s_dgo = FloatStaging::like(d_grad_output);
+  ms_deform_attn_double_backward(s_value.view(), spatial_shapes, level_start_index, s_loc.view(), s_attn.view(),
+                                 s_go.view(), s_ggv.view(), s_ggl.view(), s_gga.view(), s_dv.view(), s_dl.view(),
+                                 s_da.view(), s_dgo.view());
+  s_dv.narrow_into(d_value);
+  s_dl.narrow_into(d_loc);
+  s_da.narrow_into(d_attn);
+  s_dgo.narrow_into(d_grad_output);
+}
+
+}  // namespace
+
+void ms_deform_attn_double_backward(const TensorView& value, const TensorView& spatial_shapes,
+                                    const TensorView& level_start_index, const TensorView& sampling_locations,
+                                    const TensorView& attention_weights, const TensorView& grad_output,
+                                    const TensorView& grad_grad_value, const TensorView& grad_grad_sampling_locations,
+                                    const TensorView& grad_grad_attention_weights, const TensorView& d_value,
+                                    const TensorView& d_sampling_locations, const TensorView& d_attention_weights,
+                                    const TensorView& d_grad_output) {
+  const DeformProblem shape =
+      check_arguments(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, grad_output,
+                      grad_grad_value, grad_grad_sampling_locations, grad_grad_attention_weights, d_value,
+                      d_sampling_locations, d_attention_weights, d_grad_output);
+  if (shape.batch == 0 || shape.heads == 0) return;  // every output is empty
+  dispatch_floating(value.dtype(), kOp, "value", [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (detail::kIsHalfType<T>) {
+      run_staged(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, grad_output,
+                 grad_grad_value, grad_grad_sampling_locations, grad_grad_attention_weights, d_value,
+                 d_sampling_locations, d_attention_weights, d_grad_output);
+    } else {
+      Problem<T> pb{shape,
+                    Strided<const T, 4>(value),
+                    Strided<const T, 4>(grad_grad_value),
+                    Strided<const T, 6>(sampling_locations),
+                    Strided<const T, 6>(grad_grad_sampling_locations),
+                    Strided<const T, 5>(attention_weights),
+                    Strided<const T, 5>(grad_grad_attention_weights),
+                    Strided<const T, 3>(grad_output),
+                    Strided<T, 4>(d_value),
+                    Strided<T, 6>(d_sampling_locations),
+                    Strided<T, 5>(d_attention_weights),
+                    Strided<T, 3>(d_grad_output)};
+      run(pb);
+    }
+  });
+}
+
+}  // namespace spatialgrad
