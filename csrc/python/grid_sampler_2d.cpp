@@ -2,6 +2,8 @@
 
 #include <pybind11/stl.h>
 
+#include <optional>
+
 #include "bindings.h"
 #include "numpy_view.h"
 
@@ -59,6 +61,36 @@ void bind_grid_sampler_2d(py::module_& m) {
       },
       py::arg("grad_output"), py::arg("input"), py::arg("grid"), py::arg("interpolation_mode"),
       py::arg("padding_mode"), py::arg("align_corners"), py::arg("output_mask"));
+
+  m.def(
+      "grid_sampler_2d_double_backward",
+      [](const std::optional<py::array>& grad_grad_input, const std::optional<py::array>& grad_grad_grid,
+         const py::array& grad_output, const py::array& input, const py::array& grid, int64_t interpolation_mode,
+         int64_t padding_mode, bool align_corners, const std::vector<bool>& output_mask) {
+        const GridSampler2dParams params = make_params(interpolation_mode, padding_mode, align_corners);
+        const char* op = "grid_sampler_2d_double_backward";
+        // None (an absent cotangent, zeros) is the only way to pass TensorView().
+        const TensorView ggi = grad_grad_input ? view_of(*grad_grad_input, op, "grad_grad_input") : TensorView();
+        const TensorView ggg = grad_grad_grid ? view_of(*grad_grad_grid, op, "grad_grad_grid") : TensorView();
+        const TensorView go = view_of(grad_output, op, "grad_output");
+        const TensorView in = view_of(input, op, "input");
+        const TensorView gr = view_of(grid, op, "grid");
+        grid_sampler_2d_output_shape(in.sizes(), gr.sizes());  // shapes checked before allocating
+        const auto wants = [&](size_t i) { return output_mask.size() == 3 && output_mask[i]; };
+        Output d_go, d_in, d_grid;
+        if (wants(0)) d_go = new_output(grad_output, go.sizes());
+        if (wants(1)) d_in = new_output(input, in.sizes());
+        if (wants(2)) d_grid = new_output(grid, gr.sizes());
+        without_gil([&] {
+          grid_sampler_2d_double_backward(ggi, ggg, go, in, gr, d_go.view, d_in.view, d_grid.view, params,
+                                          output_mask);
+        });
+        const auto result = [&](size_t i, const Output& o) { return wants(i) ? py::object(o.array) : py::none(); };
+        return py::make_tuple(result(0, d_go), result(1, d_in), result(2, d_grid));
+      },
+      py::arg("grad_grad_input"), py::arg("grad_grad_grid"), py::arg("grad_output"), py::arg("input"),
+      py::arg("grid"), py::arg("interpolation_mode"), py::arg("padding_mode"), py::arg("align_corners"),
+      py::arg("output_mask"));
 }
 
 }  // namespace spatialgrad::python

@@ -1,5 +1,8 @@
 #include "spatialgrad/ms_deform_attn.h"
 
+#include <pybind11/stl.h>
+
+#include <optional>
 #include <string>
 
 #include "bindings.h"
@@ -62,6 +65,39 @@ void bind_ms_deform_attn(py::module_& m) {
       },
       py::arg("value"), py::arg("spatial_shapes"), py::arg("level_start_index"), py::arg("sampling_locations"),
       py::arg("attention_weights"), py::arg("grad_output"));
+
+  m.def(
+      "ms_deform_attn_double_backward",
+      [](const py::array& value, const py::array& spatial_shapes, const py::array& level_start_index,
+         const py::array& sampling_locations, const py::array& attention_weights, const py::array& grad_output,
+         const std::optional<py::array>& grad_grad_value, const std::optional<py::array>& grad_grad_locations,
+         const std::optional<py::array>& grad_grad_weights) {
+        const char* op = "ms_deform_attn_double_backward";
+        const TensorView v = view_of(value, op, "value");
+        const TensorView shapes = index_view_of(spatial_shapes, op, "spatial_shapes");
+        const TensorView starts = index_view_of(level_start_index, op, "level_start_index");
+        const TensorView loc = view_of(sampling_locations, op, "sampling_locations");
+        const TensorView attn = view_of(attention_weights, op, "attention_weights");
+        const TensorView go = view_of(grad_output, op, "grad_output");
+        // None (an absent cotangent, zeros) is the only way to pass TensorView().
+        const auto optional_view = [&](const std::optional<py::array>& a, const char* name) {
+          return a ? view_of(*a, op, name) : TensorView();
+        };
+        const TensorView ggv = optional_view(grad_grad_value, "grad_grad_value");
+        const TensorView ggl = optional_view(grad_grad_locations, "grad_grad_sampling_locations");
+        const TensorView gga = optional_view(grad_grad_weights, "grad_grad_attention_weights");
+        ms_deform_attn_output_shape(v.sizes(), loc.sizes());  // ranks checked before allocating
+        Output d_value = new_output(value, v.sizes()), d_loc = new_output(value, loc.sizes());
+        Output d_attn = new_output(value, attn.sizes()), d_go = new_output(value, go.sizes());
+        without_gil([&] {
+          ms_deform_attn_double_backward(v, shapes, starts, loc, attn, go, ggv, ggl, gga, d_value.view, d_loc.view,
+                                         d_attn.view, d_go.view);
+        });
+        return py::make_tuple(d_value.array, d_loc.array, d_attn.array, d_go.array);
+      },
+      py::arg("value"), py::arg("spatial_shapes"), py::arg("level_start_index"), py::arg("sampling_locations"),
+      py::arg("attention_weights"), py::arg("grad_output"), py::arg("grad_grad_value"),
+      py::arg("grad_grad_sampling_locations"), py::arg("grad_grad_attention_weights"));
 }
 
 }  // namespace spatialgrad::python

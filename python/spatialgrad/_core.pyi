@@ -57,6 +57,17 @@ def grid_sampler_2d_backward(
     align_corners: bool,
     output_mask: list[bool],
 ) -> tuple[np.ndarray | None, np.ndarray | None]: ...
+def grid_sampler_2d_double_backward(
+    grad_grad_input: np.ndarray | None,
+    grad_grad_grid: np.ndarray | None,
+    grad_output: np.ndarray,
+    input: np.ndarray,
+    grid: np.ndarray,
+    interpolation_mode: int,
+    padding_mode: int,
+    align_corners: bool,
+    output_mask: list[bool],
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]: ...
 def roi_align(
     input: np.ndarray,
     boxes: np.ndarray,
@@ -90,3 +101,14 @@ def ms_deform_attn_backward(
     attention_weights: np.ndarray,
     grad_output: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+def ms_deform_attn_double_backward(
+    value: np.ndarray,
+    spatial_shapes: np.ndarray,
+    level_start_index: np.ndarray,
+    sampling_locations: np.ndarray,
+    attention_weights: np.ndarray,
+    grad_output: np.ndarray,
+    grad_grad_value: np.ndarray | None,
+    grad_grad_sampling_locations: np.ndarray | None,
+    grad_grad_attention_weights: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...

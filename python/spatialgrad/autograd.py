@@ -1,12 +1,17 @@
 """Framework-neutral reverse mode: ``vjp(op, *args, **kwargs) -> (out, pullback)``.
 
 ``op`` is one of the five forwards (``spatialgrad.avg_pool2d``, ``upsample_bilinear2d``, ``grid_sample``,
-``roi_align``, ``ms_deform_attn``) or its name. ``pullback(grad_out)`` returns one gradient per array argument of
-the forward, in positional order, with ``None`` for arguments that are not differentiable (boxes, spatial shapes,
-level start index)::
+``roi_align``, ``ms_deform_attn``), one of their backwards (``avg_pool2d_backward``, ...,
+``grid_sampler_2d_backward``, ``ms_deform_attn_backward``: second-order gradients), or its name.
+``pullback(grad_out)`` returns one gradient per array argument of ``op``, in positional order, with ``None`` for
+arguments that are not differentiable (boxes, spatial shapes, level start index, avg_pool2d_backward's input,
+which lends only its shape)::
 
     out, pullback = vjp(sg.grid_sample, image, grid, mode="bicubic")
     grad_image, grad_grid = pullback(np.ones_like(out))
+
+For an ``op`` with several outputs (``grid_sampler_2d_backward``, ``ms_deform_attn_backward``), ``grad_out`` is a
+tuple with one entry per output, ``None`` meaning zeros.
 """
 from __future__ import annotations
 
@@ -14,14 +19,14 @@ from typing import Callable, Optional, Tuple, Union
 
 import numpy as np
 
-from ._registry import OPS, lookup
+from ._registry import DIFFERENTIABLE, lookup
 
 __all__ = ["vjp", "differentiable_ops"]
 
 
 def differentiable_ops() -> Tuple[str, ...]:
     """Names of the operators :func:`vjp` accepts."""
-    return tuple(OPS)
+    return DIFFERENTIABLE
 
 
 def vjp(op: Union[str, Callable[..., np.ndarray]], *args, **kwargs
@@ -35,10 +40,18 @@ def vjp(op: Union[str, Callable[..., np.ndarray]], *args, **kwargs
     arrays, options = spec.bind(args, kwargs)
     out = spec.forward(*args, **kwargs)
 
-    def pullback(grad_out: np.ndarray) -> Tuple[Optional[np.ndarray], ...]:
-        grad_out = np.asarray(grad_out)
-        if grad_out.shape != out.shape:
-            raise ValueError(f"{spec.name} pullback: expected grad_out of shape {out.shape}, but got {grad_out.shape}")
-        return spec.backward(grad_out, arrays, options, spec.differentiable)
+    outs = out if isinstance(out, tuple) else (out,)
+
+    def pullback(grad_out) -> Tuple[Optional[np.ndarray], ...]:
+        grads = tuple(grad_out) if isinstance(out, tuple) else (grad_out,)
+        if len(grads) != len(outs):
+            raise ValueError(f"{spec.name} pullback: expected a tuple of {len(outs)} output gradients, but got "
+                             f"{len(grads)}")
+        grads = tuple(None if g is None else np.asarray(g) for g in grads)
+        for g, o in zip(grads, outs):
+            if g is not None and (o is None or g.shape != o.shape):
+                expected = None if o is None else o.shape
+                raise ValueError(f"{spec.name} pullback: expected grad_out of shape {expected}, but got {g.shape}")
+        return spec.backward(grads, arrays, options, spec.differentiable)
 
     return out, pullback

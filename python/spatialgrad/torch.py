@@ -14,7 +14,9 @@ PyTorch/torchvision/mmcv functions they replace:
 CPU tensors are shared with the kernels without copies (inputs are viewed through their strides, outputs are
 wrapped with ``torch.from_numpy``); float16, bfloat16, float32 and float64 tensors are supported (bfloat16
 crosses as its raw bits, still without copies). Gradients are computed only for inputs that require them.
-Double backward is not supported and raises an error.
+Backward passes are differentiable (``create_graph=True``): avg_pool2d, upsample_bilinear2d and roi_align to
+any order, grid_sample and ms_deform_attn to second order; a third derivative of those two raises a
+RuntimeError naming the operator.
 """
 from __future__ import annotations
 
@@ -23,17 +25,18 @@ from typing import List, Optional, Sequence, Union
 
 import numpy as np
 import torch
-from torch.autograd.function import once_differentiable
 
-from ._registry import OpSpec, lookup
+from ._registry import OPS, OpSpec, as_tuple, gather_grads, pullback_call
 from .bfloat16 import bfloat16_bits, is_bfloat16
 
 __all__ = ["roi_align", "upsample_bilinear2d", "avg_pool2d", "grid_sample", "ms_deform_attn",
            "ms_deform_attn_reference"]
 
 
-def _to_numpy(t: torch.Tensor, op: str, name: str) -> np.ndarray:
+def _to_numpy(t: Optional[torch.Tensor], op: str, name: str) -> Optional[np.ndarray]:
     """A NumPy view of a CPU tensor (no copy); bfloat16 as marked bit patterns (spatialgrad.bfloat16)."""
+    if t is None:  # an absent cotangent
+        return None
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"spatialgrad.torch.{op}(): expected {name} to be a torch.Tensor, but got {type(t).__name__}")
     if t.device.type != "cpu":
@@ -53,31 +56,45 @@ def _to_torch(a: Optional[np.ndarray]) -> Optional[torch.Tensor]:
 
 
 class _SpatialgradFunction(torch.autograd.Function):
-    """One autograd Function for every operator: the registry entry says how to run forward and backward."""
+    """One autograd Function for every registry entry (forwards, backwards, second-order kernels).
+
+    Its backward applies the entry's pullback call (``_registry``) as another _SpatialgradFunction, so with
+    ``create_graph=True`` the backward is itself recorded and differentiable: the linear operators to any
+    order, grid_sample and ms_deform_attn to second order (a third derivative raises a clear error).
+    """
 
     @staticmethod
-    def forward(ctx, spec: OpSpec, options: dict, *tensors: torch.Tensor) -> torch.Tensor:
+    def forward(ctx, spec: OpSpec, options: dict, *tensors: Optional[torch.Tensor]):
         arrays = {name: _to_numpy(t, spec.name, name) for name, t in zip(spec.arrays, tensors)}
+        options = spec.bind((), dict(arrays, **options))[1]  # defaults filled in: the pullbacks read them
         out = spec.forward(**arrays, **options)
         ctx.spec, ctx.options = spec, options
         ctx.save_for_backward(*tensors)
-        return _to_torch(out)
+        ctx.set_materialize_grads(False)  # a None cotangent stays None (zeros) down to the kernels
+        if spec.outputs == 1:
+            return _to_torch(out)
+        return tuple(_to_torch(o) for o in out)
 
     @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_out: torch.Tensor):
+    def backward(ctx, *grads: Optional[torch.Tensor]):
         spec: OpSpec = ctx.spec
         tensors = ctx.saved_tensors
         needs = [bool(n) and d for n, d in zip(ctx.needs_input_grad[2:], spec.differentiable)]
-        if not any(needs):
+        if not any(needs) or all(g is None for g in grads):
             return (None, None) + (None,) * len(tensors)
-        arrays = {name: _to_numpy(t, spec.name, name) for name, t in zip(spec.arrays, tensors)}
-        grads = spec.backward(_to_numpy(grad_out, spec.name, "grad_output"), arrays, ctx.options, needs)
-        return (None, None) + tuple(_to_torch(g) if need else None for g, need in zip(grads, needs))
+        arrays = dict(zip(spec.arrays, tensors))
+        try:
+            call = pullback_call(spec, grads, arrays, ctx.options, needs)
+        except NotImplementedError as e:
+            raise RuntimeError(f"spatialgrad.torch: {e}") from None
+        target = OPS[call.op]
+        outputs = as_tuple(_SpatialgradFunction.apply(target, call.options,
+                                                      *(call.arrays[name] for name in target.arrays)))
+        return (None, None) + gather_grads(call, outputs, needs)
 
 
 def _apply(name: str, tensors: Sequence[torch.Tensor], options: dict) -> torch.Tensor:
-    return _SpatialgradFunction.apply(lookup(name), options, *tensors)
+    return _SpatialgradFunction.apply(OPS[name], options, *tensors)
 
 
 def avg_pool2d(input: torch.Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,

@@ -17,7 +17,10 @@ DIFFERENTIABLE = {
 
 
 def test_every_operator_is_covered():
-    assert set(differentiable_ops()) == set(CASES) == set(DIFFERENTIABLE)
+    # the forwards; their backwards are covered in test_second_order.py
+    assert set(differentiable_ops()) == set(CASES) | {name + "_backward" for name in CASES if name != "grid_sample"} | {
+        "grid_sampler_2d_backward"}
+    assert set(CASES) == set(DIFFERENTIABLE)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _core
 
-__all__ = ["grid_sample", "grid_sampler_2d_backward"]
+__all__ = ["grid_sample", "grid_sampler_2d_backward", "grid_sampler_2d_double_backward"]
 
 Mode = Union[str, int]
 
@@ -33,12 +33,13 @@ def _mode_number(value: Mode, names: dict, arg: str, op: str) -> int:
     raise ValueError(f"{op}(): expected {arg} to be one of {choices}, but got {value!r}")
 
 
-def _output_mask(output_mask: Sequence[bool], op: str) -> list:
+def _output_mask(output_mask: Sequence[bool], op: str, entries: int = 2) -> list:
     try:
         mask = [bool(v) for v in output_mask]
     except TypeError:
-        raise TypeError(f"{op}(): expected output_mask to be a sequence of 2 bools, but got {output_mask!r}") from None
-    return mask  # the C++ core checks that it has 2 entries
+        raise TypeError(f"{op}(): expected output_mask to be a sequence of {entries} bools, but got "
+                        f"{output_mask!r}") from None
+    return mask  # the C++ core checks the number of entries
 
 
 def grid_sample(
@@ -104,4 +105,47 @@ def grid_sampler_2d_backward(
         _mode_number(padding_mode, _PADDING, "padding_mode", op),
         bool(align_corners),
         _output_mask(output_mask, op),
+    )
+
+
+def grid_sampler_2d_double_backward(
+    grad_grad_input: Optional[np.ndarray],
+    grad_grad_grid: Optional[np.ndarray],
+    grad_output: np.ndarray,
+    input: np.ndarray,
+    grid: np.ndarray,
+    mode: Mode = "bilinear",
+    padding_mode: Mode = "zeros",
+    align_corners: bool = False,
+    output_mask: Sequence[bool] = (True, True, True),
+) -> Tuple[Optional[np.ndarray], Optional[np.ndarray], Optional[np.ndarray]]:
+    """The vjp of :func:`grid_sampler_2d_backward`: second-order gradients of :func:`grid_sample`.
+
+    With ``(grad_input, grad_grid) = grid_sampler_2d_backward(grad_output, input, grid, ...)``, returns the
+    gradients of ``sum(grad_grad_input * grad_input) + sum(grad_grad_grid * grad_grid)`` with respect to
+    ``grad_output``, ``input`` and ``grid``.
+
+    Args:
+        grad_grad_input: shaped like ``input``, or ``None`` for zeros.
+        grad_grad_grid: shaped like ``grid``, or ``None`` for zeros.
+        grad_output, input, grid, mode, padding_mode, align_corners: as given to :func:`grid_sampler_2d_backward`.
+        output_mask: ``(want d_grad_output, want d_input, want d_grid)``; exactly 3 entries.
+
+    Returns:
+        ``(d_grad_output, d_input, d_grid)``; an entry ``output_mask`` does not ask for is ``None``. The
+        sampling weights are piecewise polynomials of the grid; at pixel boundaries (and the clamps of border
+        and reflection padding) the derivatives are one-sided, as the first-order ones are. ``"nearest"`` has
+        zero ``d_input`` and ``d_grid``. Deterministic for any thread count.
+    """
+    op = "grid_sampler_2d_double_backward"
+    return _core.grid_sampler_2d_double_backward(
+        grad_grad_input,
+        grad_grad_grid,
+        grad_output,
+        input,
+        grid,
+        _mode_number(mode, _INTERPOLATION, "mode", op),
+        _mode_number(padding_mode, _PADDING, "padding_mode", op),
+        bool(align_corners),
+        _output_mask(output_mask, op, entries=3),
     )

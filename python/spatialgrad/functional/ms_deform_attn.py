@@ -1,13 +1,13 @@
 """Multi-scale deformable attention (mmcv ``MultiScaleDeformableAttnFunction`` semantics)."""
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
 from .. import _core
 
-__all__ = ["ms_deform_attn", "ms_deform_attn_backward"]
+__all__ = ["ms_deform_attn", "ms_deform_attn_backward", "ms_deform_attn_double_backward"]
 
 
 def _index_array(value):
@@ -70,4 +70,33 @@ def ms_deform_attn_backward(
     return _core.ms_deform_attn_backward(
         value, _index_array(spatial_shapes), _index_array(level_start_index), sampling_locations,
         attention_weights, grad_output
+    )
+
+
+def ms_deform_attn_double_backward(
+    value: np.ndarray,
+    spatial_shapes: np.ndarray,
+    level_start_index: np.ndarray,
+    sampling_locations: np.ndarray,
+    attention_weights: np.ndarray,
+    grad_output: np.ndarray,
+    grad_grad_value: Optional[np.ndarray] = None,
+    grad_grad_sampling_locations: Optional[np.ndarray] = None,
+    grad_grad_attention_weights: Optional[np.ndarray] = None,
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The vjp of :func:`ms_deform_attn_backward`: second-order gradients of :func:`ms_deform_attn`.
+
+    With ``(grad_value, grad_locations, grad_weights) = ms_deform_attn_backward(...)`` and cotangents shaped
+    like them (``None`` for zeros), returns the gradients of ``sum(grad_grad_value * grad_value) +
+    sum(grad_grad_sampling_locations * grad_locations) + sum(grad_grad_attention_weights * grad_weights)``.
+
+    Returns:
+        ``(d_value, d_sampling_locations, d_attention_weights, d_grad_output)``, shaped like ``value``,
+        ``sampling_locations``, ``attention_weights`` and ``grad_output``. The bilinear weights are linear in
+        x and in y, so only the mixed x-y second derivative is non-zero; at pixel boundaries derivatives are
+        one-sided. Deterministic for any thread count.
+    """
+    return _core.ms_deform_attn_double_backward(
+        value, _index_array(spatial_shapes), _index_array(level_start_index), sampling_locations,
+        attention_weights, grad_output, grad_grad_value, grad_grad_sampling_locations, grad_grad_attention_weights
     )
