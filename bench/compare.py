@@ -3,7 +3,8 @@
 Prints, per operator and direction: our median time, the baseline's, the speed-up (baseline / ours)
 and our time divided by the memory floor (minimal bytes moved / copy bandwidth measured in this run).
 float16/bfloat16 rows (variant suffix fp16/bf16) are timed against our own float32 kernel and, where
-PyTorch has a CPU kernel for that dtype, against it too. Writes bench/results/bench.json and
+PyTorch has a CPU kernel for that dtype, against it too. "2nd-order" rows (the vjp of a backward, which
+PyTorch and mmcv do not have for these operators) are timed against our own first backward. Writes bench/results/bench.json and
 bench/results/bench.png.
 
     python bench/compare.py [--ops avg_pool2d,...] [--dtypes float32,float16,bfloat16] [--threads 2] [--min-time 0.4]
@@ -101,7 +102,7 @@ def plot(rows, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in rows if r["speedup"] is not None and r["baseline"] != "ours float32"]
+    rows = [r for r in rows if r["speedup"] is not None and not r["baseline"].startswith("ours")]
     labels = [f"{r['op']}\n{r['variant']} {r['direction'][:3]}" for r in rows]
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(rows) + 2), 4.5))
     ax.bar(range(len(rows)), [r["speedup"] for r in rows], color="#3a7ca5")

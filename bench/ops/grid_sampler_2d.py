@@ -24,6 +24,15 @@ def cases(rng):
                         lambda mode=mode: torch.ops.aten.grid_sampler_2d_backward(tg, tx, tgrid, mode, 0, False,
                                                                                   [True, True]),
                         "aten.grid_sampler_2d_backward", nbytes(g, x, grid, x, grid)))
+    # Second order (the vjp of the backward, cotangents for both gradients) against our own first backward:
+    # PyTorch 1.13 has no double backward of grid_sampler_2d. The speed-up column is backward / 2nd-order.
+    u = rng.standard_normal(x.shape).astype(np.float32)
+    v = rng.standard_normal(grid.shape).astype(np.float32)
+    for name in ("bilinear", "bicubic"):
+        out.append(Case("grid_sampler_2d", f"{name} zeros", "2nd-order",
+                        lambda name=name: sg.grid_sampler_2d_double_backward(u, v, g, x, grid, name),
+                        lambda name=name: sg.grid_sampler_2d_backward(g, x, grid, name), "ours backward",
+                        nbytes(u, v, g, x, grid, g, x, grid)))
     out += half_cases("grid_sampler_2d", "bilinear zeros", "forward", lambda x, grid: sg.grid_sample(x, grid),
                       [x, grid], nbytes(x, grid, g))
     out += half_cases("grid_sampler_2d", "bilinear zeros", "backward",

@@ -42,6 +42,13 @@ def cases(rng):
              lambda: sg.ms_deform_attn_backward(value, shapes, starts, loc, attn, grad), baseline_backward,
              "grid_sample fallback autograd", nbytes(value, loc, attn, grad, value, loc, attn)),
     ]
+    # Second order against our own first backward (mmcv has none); the speed-up column is backward / 2nd-order.
+    grads = sg.ms_deform_attn_backward(value, shapes, starts, loc, attn, grad)
+    cot = [rng.standard_normal(a.shape).astype(np.float32) for a in grads]
+    out.append(Case("ms_deform_attn", variant, "2nd-order",
+                    lambda: sg.ms_deform_attn_double_backward(value, shapes, starts, loc, attn, grad, *cot),
+                    lambda: sg.ms_deform_attn_backward(value, shapes, starts, loc, attn, grad), "ours backward",
+                    nbytes(value, loc, attn, grad, *cot, value, loc, attn, grad)))
     out += half_cases("ms_deform_attn", variant, "forward",
                       lambda value, loc, attn: sg.ms_deform_attn(value, shapes, starts, loc, attn), [value, loc, attn],
                       nbytes(value, loc, attn, output))

@@ -94,54 +94,90 @@ Corners<Acc> corners_of(const DeformPoint<Acc>& pt, const DeformLevel& level) {
   return out;
 }
 
+// Channel loops over one corner's row (C entries, `stride` apart; unit stride is the common layout and
+// gets its own loop so that it vectorises).
+// kLanes independent partial sums (a fixed order the compiler may vectorise), added up at the end.
+template <class T, class Acc>
+Acc dot_row(const Acc* go, const T* row, int64_t stride, int64_t C) {
+  constexpr int64_t kLanes = 8;
+  Acc lanes[kLanes] = {};
+  int64_t c = 0;
+  if (stride == 1) {
+    for (; c + kLanes <= C; c += kLanes)
+      for (int64_t j = 0; j < kLanes; ++j) lanes[j] += go[c + j] * load_as<Acc>(row[c + j]);
+  }
+  Acc sum = 0;
+  for (; c < C; ++c) sum += go[c] * load_as<Acc>(row[c * stride]);
+  for (int64_t j = 0; j < kLanes; ++j) sum += lanes[j];
+  return sum;
+}
+
+template <class T, class Acc>
+void add_scaled_row(Acc* acc, Acc scale, const T* row, int64_t stride, int64_t C) {
+  if (stride == 1) {
+    for (int64_t c = 0; c < C; ++c) acc[c] += scale * load_as<Acc>(row[c]);
+  } else {
+    for (int64_t c = 0; c < C; ++c) acc[c] += scale * load_as<Acc>(row[c * stride]);
+  }
+}
+
+template <class T, class Acc>
+void add_scaled_into_row(T* row, int64_t stride, Acc scale, const Acc* go, int64_t C) {
+  if (stride == 1) {
+    for (int64_t c = 0; c < C; ++c) row[c] = store_as<T>(load_as<Acc>(row[c]) + scale * go[c]);
+  } else {
+    for (int64_t c = 0; c < C; ++c) row[c * stride] = store_as<T>(load_as<Acc>(row[c * stride]) + scale * go[c]);
+  }
+}
+
+// The point's values at (b, q, h, l, p): x, y of a location-shaped view, or the weight-shaped entry.
+template <class T, int D>
+const T* point_entry(const Strided<const T, D>& t, int64_t b, int64_t q, int64_t h, int64_t l, int64_t p) {
+  return t.data + b * t.s[0] + q * t.s[1] + h * t.s[2] + l * t.s[3] + p * t.s[4];
+}
+
 // One point of pair (b, h): adds its terms to d_go (C entries) and d_value, writes d_loc and d_attn.
+// Per corner k, with cU = A w_k and cV = A (V . a_k) + Wt w_k (the corner's d_value coefficient):
+//   d_go += cU U_k + cV v_k,  d_value_k += cV go,
+//   d_attn += w_k (go . U_k) + (V . a_k) (go . v_k),
+//   d_loc  += A a_k (go . U_k) + (A hxy_k (V_y, V_x) + Wt a_k) (go . v_k).
 template <class T>
 void point_terms(const Problem<T>& pb, int64_t b, int64_t q, int64_t h, int64_t l, int64_t p,
                  const AccType<T>* go, AccType<T>* d_go) {
   using Acc = AccType<T>;
   const int64_t C = pb.shape.channels;
-  const int64_t loc_at = b * pb.loc.s[0] + q * pb.loc.s[1] + h * pb.loc.s[2] + l * pb.loc.s[3] + p * pb.loc.s[4];
-  const int64_t attn_at = b * pb.attn.s[0] + q * pb.attn.s[1] + h * pb.attn.s[2] + l * pb.attn.s[3] + p * pb.attn.s[4];
-  const int64_t gloc_at =
-      b * pb.gg_loc.s[0] + q * pb.gg_loc.s[1] + h * pb.gg_loc.s[2] + l * pb.gg_loc.s[3] + p * pb.gg_loc.s[4];
-  const int64_t gattn_at =
-      b * pb.gg_attn.s[0] + q * pb.gg_attn.s[1] + h * pb.gg_attn.s[2] + l * pb.gg_attn.s[3] + p * pb.gg_attn.s[4];
-  const Acc A = load_as<Acc>(pb.attn.data[attn_at]);
-  const Acc vx = pb.gg_loc ? load_as<Acc>(pb.gg_loc.data[gloc_at]) : Acc(0);
-  const Acc vy = pb.gg_loc ? load_as<Acc>(pb.gg_loc.data[gloc_at + pb.gg_loc.s[5]]) : Acc(0);
-  const Acc wt = pb.gg_attn ? load_as<Acc>(pb.gg_attn.data[gattn_at]) : Acc(0);
+  const T* xy = point_entry(pb.loc, b, q, h, l, p);
+  const Acc A = load_as<Acc>(*point_entry(pb.attn, b, q, h, l, p));
+  Acc vx = 0, vy = 0, wt = 0;
+  if (pb.gg_loc) {
+    const T* v = point_entry(pb.gg_loc, b, q, h, l, p);
+    vx = load_as<Acc>(v[0]);
+    vy = load_as<Acc>(v[pb.gg_loc.s[5]]);
+  }
+  if (pb.gg_attn) wt = load_as<Acc>(*point_entry(pb.gg_attn, b, q, h, l, p));
   Acc sum_x = 0, sum_y = 0, sum_attn = 0;
   const DeformLevel& level = pb.shape.level_table[static_cast<size_t>(l)];
   DeformPoint<Acc> pt;
-  if (detail::locate_deform_point(load_as<Acc>(pb.loc.data[loc_at]), load_as<Acc>(pb.loc.data[loc_at + pb.loc.s[5]]),
-                                  level.height, level.width, pt)) {
+  if (detail::locate_deform_point(load_as<Acc>(xy[0]), load_as<Acc>(xy[pb.loc.s[5]]), level.height, level.width,
+                                  pt)) {
     const Corners<Acc> k4 = corners_of(pt, level);
-    Acc cv[4];  // V . a_k
-    for (int k = 0; k < k4.count; ++k) cv[k] = vx * k4.ax[k] + vy * k4.ay[k];
-    for (int64_t c = 0; c < C; ++c) {
-      Acc s = 0, u = 0, dv = 0, ax_u = 0, ay_u = 0, ax_v = 0, ay_v = 0, h_v = 0;
-      for (int k = 0; k < k4.count; ++k) {
-        const int64_t vo = k4.row[k] * pb.value.s[1] + c * pb.value.s[3];
-        const Acc v = load_as<Acc>(pb.value.data[b * pb.value.s[0] + h * pb.value.s[2] + vo]);
-        const Acc uu = pb.gg_value ? load_as<Acc>(pb.gg_value.data[b * pb.gg_value.s[0] + h * pb.gg_value.s[2] +
-                                                                   k4.row[k] * pb.gg_value.s[1] + c * pb.gg_value.s[3]])
-                                   : Acc(0);
-        s += k4.w[k] * v;
-        u += k4.w[k] * uu;
-        dv += cv[k] * v;
-        ax_u += k4.ax[k] * uu;
-        ay_u += k4.ay[k] * uu;
-        ax_v += k4.ax[k] * v;
-        ay_v += k4.ay[k] * v;
-        h_v += k4.hxy[k] * v;
-        T& cell = pb.d_value.data[b * pb.d_value.s[0] + h * pb.d_value.s[2] + k4.row[k] * pb.d_value.s[1] +
-                                  c * pb.d_value.s[3]];
-        cell = store_as<T>(load_as<Acc>(cell) + go[c] * (A * cv[k] + wt * k4.w[k]));
+    for (int k = 0; k < k4.count; ++k) {
+      const Acc cv = vx * k4.ax[k] + vy * k4.ay[k];
+      const Acc cU = A * k4.w[k], cV = A * cv + wt * k4.w[k];
+      const T* v_row = pb.value.data + b * pb.value.s[0] + h * pb.value.s[2] + k4.row[k] * pb.value.s[1];
+      const Acc go_v = dot_row(go, v_row, pb.value.s[3], C);
+      add_scaled_row(d_go, cV, v_row, pb.value.s[3], C);
+      Acc go_u = 0;
+      if (pb.gg_value) {
+        const T* u_row = pb.gg_value.data + b * pb.gg_value.s[0] + h * pb.gg_value.s[2] + k4.row[k] * pb.gg_value.s[1];
+        go_u = dot_row(go, u_row, pb.gg_value.s[3], C);
+        add_scaled_row(d_go, cU, u_row, pb.gg_value.s[3], C);
       }
-      d_go[c] += A * (u + dv) + wt * s;
-      sum_attn += go[c] * (u + dv);
-      sum_x += go[c] * (A * ax_u + A * h_v * vy + wt * ax_v);
-      sum_y += go[c] * (A * ay_u + A * h_v * vx + wt * ay_v);
+      T* d_row = pb.d_value.data + b * pb.d_value.s[0] + h * pb.d_value.s[2] + k4.row[k] * pb.d_value.s[1];
+      add_scaled_into_row(d_row, pb.d_value.s[3], cV, go, C);
+      sum_attn += k4.w[k] * go_u + cv * go_v;
+      sum_x += A * k4.ax[k] * go_u + (A * k4.hxy[k] * vy + wt * k4.ax[k]) * go_v;
+      sum_y += A * k4.ay[k] * go_u + (A * k4.hxy[k] * vx + wt * k4.ay[k]) * go_v;
     }
   }
   const int64_t dl = b * pb.d_loc.s[0] + q * pb.d_loc.s[1] + h * pb.d_loc.s[2] + l * pb.d_loc.s[3] + p * pb.d_loc.s[4];
