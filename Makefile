@@ -42,9 +42,11 @@ demo: install
 	$(PY) examples/quickstart.py
 	$(PY) examples/train_tiny_detector.py
 
-# The other examples, as CI runs them: the NumPy vjp script and the notebook, executed headlessly.
+# The other examples, as CI runs them: the NumPy vjp script, the gradient penalty (second order) and the
+# notebook, executed headlessly.
 examples: install
 	$(PY) examples/numpy_vjp.py
+	$(PY) examples/gradient_penalty.py
 	$(PY) scripts/run_notebook.py examples/explore.ipynb
 
 bench: install
