@@ -1,6 +1,8 @@
 #include "spatialgrad/avg_pool2d.h"
 
 #include <algorithm>
+#include <climits>
+#include <type_traits>
 #include <vector>
 
 #include "detail/checks.h"
@@ -49,11 +51,17 @@ Resolved resolve(const char* op, const AvgPool2dParams& p) {
   return r;
 }
 
-int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t p, bool ceil_mode) {
-  int64_t out = detail::floor_div(in + 2 * p - k + (ceil_mode ? s - 1 : 0), s) + 1;
+// The output length of one axis, in 128 bits: in + 2p - k + s - 1 overflows int64 for strides or
+// kernels near 2^63 (UBSan flagged it, and the wrapped value gave a wrong "output 0x0" error).
+int64_t pooled_size(const char* op, int64_t in, int64_t k, int64_t s, int64_t p, bool ceil_mode) {
+  const detail::Int128 span = static_cast<detail::Int128>(in) + 2 * static_cast<detail::Int128>(p) - k + (ceil_mode ? s - 1 : 0);
+  detail::Int128 out = (span >= 0 ? span / s : -((-span + s - 1) / s)) + 1;  // floor division
   // The last window must start inside the input or the left padding.
-  if (ceil_mode && (out - 1) * s >= in + p) --out;
-  return out;
+  if (ceil_mode && (out - 1) * s >= static_cast<detail::Int128>(in) + p) --out;
+  SG_CHECK_KIND(out <= INT64_MAX && static_cast<detail::Int128>(in) + 2 * static_cast<detail::Int128>(p) <= INT64_MAX, kOverflow,
+                op, "(): expected an output size and padded input that fit in int64, but got input length ", in,
+                " with padding ", p, " and stride ", s);
+  return static_cast<int64_t>(out);
 }
 
 std::vector<int64_t> output_shape(const char* op, const std::vector<int64_t>& in_shape, const AvgPool2dParams& p) {
@@ -61,8 +69,8 @@ std::vector<int64_t> output_shape(const char* op, const std::vector<int64_t>& in
   SG_CHECK(in_shape.size() == 3 || in_shape.size() == 4, op, "(): expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, but got ",
            in_shape.size(), "-D shape ", format_list(in_shape));
   const int64_t h = in_shape[in_shape.size() - 2], w = in_shape.back();
-  int64_t oh = pooled_size(h, r.kh, r.sh, r.ph, p.ceil_mode);
-  int64_t ow = pooled_size(w, r.kw, r.sw, r.pw, p.ceil_mode);
+  int64_t oh = pooled_size(op, h, r.kh, r.sh, r.ph, p.ceil_mode);
+  int64_t ow = pooled_size(op, w, r.kw, r.sw, r.pw, p.ceil_mode);
   if (checked_numel(in_shape) == 0) {
     // Empty input: a correctly shaped (possibly empty) zero output, never an error.
     oh = std::max<int64_t>(oh, 0);
@@ -94,12 +102,32 @@ Planes planes_of(const TensorView& t) {
 }
 
 // Window tables of both axes plus the divisor of window (oh, ow), factored as
-// row_factor[oh] * col_factor[ow]: the integer product PyTorch divides by, exact in Acc for any
-// product below 2^24 (float) or 2^53 (double).
+// row_factor[oh] * col_factor[ow]: the integer product PyTorch divides by. The kernels multiply the
+// two factors in Acc, exact while the largest product stays below 2^24 (float) or 2^53 (double); larger
+// products (huge padded windows, a huge divisor_override) are formed exactly and rounded once, as
+// PyTorch converts its int64 divisor (Windows::divisor_row).
 struct Windows {
   detail::PoolAxis h, w;
   int64_t kw, sw, pw;
-  std::vector<double> row_factor, col_factor;
+  std::vector<int64_t> row_factor, col_factor;
+  double max_product = 0;
+  // Width windows longer than the input or strides past it: the direct width passes (pool_windows.h).
+  bool direct_width = false;
+
+  template <class Acc>
+  bool products_exact() const {
+    return max_product < (std::is_same_v<Acc, float> ? 0x1p24 : 0x1p53);
+  }
+  // The divisors of output row oh rounded once into `out` (out_w entries), or nullptr when
+  // products_exact<Acc>() and the kernels multiply the factors themselves.
+  template <class Acc>
+  SG_INLINE const Acc* divisor_row(int64_t oh, Acc* out) const {
+    if (products_exact<Acc>()) return nullptr;
+    for (int64_t ow = 0; ow < w.out; ++ow) {
+      out[ow] = static_cast<Acc>(static_cast<detail::Int128>(row_factor[oh]) * col_factor[ow]);
+    }
+    return out;
+  }
 };
 
 Windows make_windows(const Resolved& r, const AvgPool2dParams& p, int64_t in_h, int64_t in_w, int64_t out_h,
@@ -107,26 +135,33 @@ Windows make_windows(const Resolved& r, const AvgPool2dParams& p, int64_t in_h, 
   Windows win{detail::make_pool_axis(in_h, out_h, r.kh, r.sh, r.ph),
               detail::make_pool_axis(in_w, out_w, r.kw, r.sw, r.pw), r.kw, r.sw, r.pw, {}, {}};
   auto factors = [&](const detail::PoolAxis& axis, bool is_rows) {
-    std::vector<double> f(static_cast<size_t>(axis.out));
+    std::vector<int64_t> f(static_cast<size_t>(axis.out));
     for (int64_t o = 0; o < axis.out; ++o) {
       if (p.divisor_override != 0) {
-        f[o] = is_rows ? static_cast<double>(p.divisor_override) : 1.0;
+        f[o] = is_rows ? p.divisor_override : 1;
       } else {
         const int64_t count = p.count_include_pad ? axis.pool[o] : axis.end[o] - axis.start[o];
         // A window with no input pixel (only possible for an empty input) sums to 0 and outputs
         // 0 / 1, not 0 / 0: so no divisor is ever 0 and the kernels divide without a test.
-        f[o] = static_cast<double>(count != 0 ? count : 1);
+        f[o] = count != 0 ? count : 1;
       }
     }
     return f;
   };
   win.row_factor = factors(win.h, true);
   win.col_factor = factors(win.w, false);
+  auto largest = [](const std::vector<int64_t>& f) {
+    double m = 0;
+    for (int64_t v : f) m = std::max(m, std::abs(static_cast<double>(v)));
+    return m;
+  };
+  win.max_product = largest(win.row_factor) * largest(win.col_factor);
+  win.direct_width = detail::windows_exceed_input(in_w, r.kw, r.sw);
   return win;
 }
 
 template <class Acc>
-std::vector<Acc> cast_all(const std::vector<double>& values) {
+std::vector<Acc> cast_all(const std::vector<int64_t>& values) {
   return std::vector<Acc>(values.begin(), values.end());
 }
 
@@ -223,20 +258,53 @@ struct PlaneCursor {
   }
 };
 
-// Output rows [lo, hi) (item = plane * out_h + oh): sum the window's input rows, then the strided
-// box sums of those column sums (detail::StridedBoxSum). One function with an AVX2 clone: all its
-// loops are unit-stride vector loops in L1-sized scratch rows.
-template <class T>
-SG_SIMD_CLONES void forward_rows(const PlanePlan<T>& plan, int64_t lo, int64_t hi) {
+// The width pass of a call, strided (StridedBoxSum, BoxSpread) or direct (DirectBoxSum, DirectSpread).
+template <class Pass, class Acc>
+Pass make_width_pass(const Windows& win) {
+  if constexpr (std::is_same_v<Pass, detail::DirectBoxSum<Acc>> || std::is_same_v<Pass, detail::DirectSpread<Acc>>) {
+    return Pass(win.w);
+  } else {
+    return Pass(win.w.in, win.w.out, win.kw, win.sw, win.pw);
+  }
+}
+
+// Calls fn(TypeTag) with the strided or the direct width pass type of the call.
+template <class Strided, class Direct, class Fn>
+void dispatch_width_pass(const Windows& win, Fn&& fn) {
+  if (win.direct_width) {
+    fn(static_cast<Direct*>(nullptr));
+  } else {
+    fn(static_cast<Strided*>(nullptr));
+  }
+}
+
+// Every buffer of one thread of forward_rows, allocated here and not in the cloned function: an exception
+// (an allocation failure) cannot leave a target_clones function under GCC 12; it ends the process.
+template <class T, class WidthSum>
+struct ForwardScratch {
+  using Acc = AccType<T>;
+  explicit ForwardScratch(const Windows& win)
+      : width(make_width_pass<WidthSum, Acc>(win)),
+        sums(static_cast<size_t>(win.w.out)),
+        divisors(static_cast<size_t>(win.w.out)),
+        window(static_cast<size_t>(std::max<int64_t>(win.h.max_window, 1))) {}
+  WidthSum width;
+  std::vector<Acc> sums, divisors;
+  std::vector<const T*> window;  // float16: the window's rows, widened as they are summed
+};
+
+// Output rows [lo, hi) (item = plane * out_h + oh): sum the window's input rows, then the box sums of
+// those column sums along the width (the strided pass, or the direct one for huge windows). One
+// function with an AVX2 clone: all its loops are unit-stride vector loops in L1-sized scratch rows.
+template <class T, class WidthSum>
+SG_SIMD_CLONES void forward_rows(const PlanePlan<T>& plan, ForwardScratch<T, WidthSum>& scratch, int64_t lo,
+                                 int64_t hi) noexcept {
   using Acc = AccType<T>;
   const Windows& win = *plan.win;
   const int64_t in_w = win.w.in, out_h = win.h.out, out_w = win.w.out;
-  detail::StridedBoxSum<Acc> box(in_w, out_w, win.kw, win.sw, win.pw);
-  std::vector<Acc> sums(static_cast<size_t>(out_w));
-  Acc* column_sums = box.input();
+  Acc* sums = scratch.sums.data();
+  Acc* column_sums = scratch.width.input();
   const Acc* col_factor = plan.col_factor.data();
-  // float16: the window's rows are widened as they are summed (detail::widen_sum_rows).
-  std::vector<const T*> window(static_cast<size_t>(std::max<int64_t>(win.h.max_window, 1)));
   PlaneCursor<T> cursor{plan, out_h};
   for (int64_t item = lo; item < hi; ++item) {
     cursor.move_to(item);
@@ -244,19 +312,23 @@ SG_SIMD_CLONES void forward_rows(const PlanePlan<T>& plan, int64_t lo, int64_t h
     const T* src = cursor.src;
     const int64_t first = win.h.start[oh], count = win.h.end[oh] - first;
     if constexpr (kWidenRows<T>) {
-      for (int64_t r = 0; r < count; ++r) window[r] = src + (first + r) * plan.src_h;
+      for (int64_t r = 0; r < count; ++r) scratch.window[r] = src + (first + r) * plan.src_h;
       if (count == 0) {
         std::fill(column_sums, column_sums + in_w, Acc(0));
       } else {
-        detail::widen_sum_rows(window.data(), count, in_w, plan.src_w, column_sums);
+        detail::widen_sum_rows(scratch.window.data(), count, in_w, plan.src_w, column_sums);
       }
     } else {
       sum_rows(count, in_w, plan.src_w, [&](int64_t r) { return src + (first + r) * plan.src_h; }, column_sums);
     }
-    box.run(sums.data());
-    const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
-    for (int64_t ow = 0; ow < out_w; ++ow) sums[ow] /= row_factor * col_factor[ow];
-    store_row(sums.data(), out_w, cursor.dst + oh * plan.dst_h, plan.dst_w);
+    scratch.width.run(sums);
+    if (const Acc* divisors = win.divisor_row(oh, scratch.divisors.data())) {
+      for (int64_t ow = 0; ow < out_w; ++ow) sums[ow] /= divisors[ow];
+    } else {
+      const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
+      for (int64_t ow = 0; ow < out_w; ++ow) sums[ow] /= row_factor * col_factor[ow];
+    }
+    store_row(sums, out_w, cursor.dst + oh * plan.dst_h, plan.dst_w);
   }
 }
 
@@ -274,16 +346,30 @@ struct ChannelsLastPlan {
   std::vector<AccType<T>> col_factor;
 };
 
+// One thread's buffers of forward_rows_channels_last (allocated outside the clone, see ForwardScratch):
+// the column sums of pixel j at columns[(j + lead) * C ..], behind `lead` = pw pixels of zeros and with
+// zeros after the row, up to the last window's end; for a direct width (huge windows) only the row.
 template <class T>
-SG_SIMD_CLONES void forward_rows_channels_last(const ChannelsLastPlan<T>& plan, int64_t lo, int64_t hi) {
+struct ChannelsLastScratch {
+  using Acc = AccType<T>;
+  ChannelsLastScratch(const Windows& win, int64_t C)
+      : lead(win.direct_width ? 0 : win.pw),
+        columns(static_cast<size_t>(
+                    (win.direct_width ? win.w.in : std::max((win.w.out - 1) * win.sw + win.kw, win.pw + win.w.in)) * C),
+                Acc(0)),
+        sums(static_cast<size_t>(win.w.out * C)),
+        divisors(static_cast<size_t>(win.w.out)) {}
+  int64_t lead;
+  std::vector<Acc> columns, sums, divisors;
+};
+
+template <class T>
+SG_SIMD_CLONES void forward_rows_channels_last(const ChannelsLastPlan<T>& plan, ChannelsLastScratch<T>& scratch,
+                                               int64_t lo, int64_t hi) noexcept {
   using Acc = AccType<T>;
   const Windows& win = *plan.win;
   const int64_t C = plan.channels, in_w = win.w.in, out_h = win.h.out, out_w = win.w.out;
-  const int64_t kw = win.kw, sw = win.sw, pw = win.pw;
-  // Column sums of pixel j - pw at padded[j * C ..]: zeros before and after the input row.
-  std::vector<Acc> padded(static_cast<size_t>(std::max((out_w - 1) * sw + kw, pw + in_w) * C), Acc(0));
-  std::vector<Acc> sums(static_cast<size_t>(out_w * C));
-  Acc* column_sums = padded.data() + pw * C;
+  Acc* column_sums = scratch.columns.data() + scratch.lead * C;
   const Acc* col_factor = plan.col_factor.data();
   const bool dense_rows = plan.in_w == C;  // a row's pixels are back to back
   for (int64_t item = lo; item < hi; ++item) {
@@ -297,16 +383,24 @@ SG_SIMD_CLONES void forward_rows_channels_last(const ChannelsLastPlan<T>& plan, 
         sum_rows(count, C, 1, [&](int64_t r) { return src + r * plan.in_h + w * plan.in_w; }, column_sums + w * C);
       }
     }
+    const Acc* divisors = win.divisor_row(oh, scratch.divisors.data());
     const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
     for (int64_t ow = 0; ow < out_w; ++ow) {
-      Acc* __restrict sum = sums.data() + ow * C;
-      const Acc* window = padded.data() + ow * sw * C;
-      for (int64_t c = 0; c < C; ++c) sum[c] = window[c];
-      for (int64_t t = 1; t < kw; ++t) {
+      Acc* __restrict sum = scratch.sums.data() + ow * C;
+      // The window's taps: every padded column of it, or (direct) its clipped input columns from +0;
+      // the padding's zeros change no sum, so both give the same bits.
+      const Acc* window = win.direct_width ? column_sums + win.w.start[ow] * C : scratch.columns.data() + ow * win.sw * C;
+      const int64_t taps = win.direct_width ? win.w.end[ow] - win.w.start[ow] : win.kw;
+      if (win.direct_width) {
+        std::fill(sum, sum + C, Acc(0));
+      } else {
+        for (int64_t c = 0; c < C; ++c) sum[c] = window[c];
+      }
+      for (int64_t t = win.direct_width ? 0 : 1; t < taps; ++t) {
         const Acc* __restrict next = window + t * C;
         for (int64_t c = 0; c < C; ++c) sum[c] += next[c];
       }
-      const Acc divisor = row_factor * col_factor[ow];
+      const Acc divisor = divisors ? divisors[ow] : row_factor * col_factor[ow];
       for (int64_t c = 0; c < C; ++c) sum[c] /= divisor;
       store_row(sum, C, plan.out + n * plan.out_n + oh * plan.out_h + ow * plan.out_w, plan.out_c);
     }
@@ -315,7 +409,11 @@ SG_SIMD_CLONES void forward_rows_channels_last(const ChannelsLastPlan<T>& plan, 
 
 template <class T>
 void forward_kernel(const TensorView& input, const TensorView& output, const Windows& win) {
+  using Acc = AccType<T>;
   const int64_t channels = input.size(-3);
+  // Work per output row: the window's input rows, and the width pass (taps per output).
+  const int64_t width_work = win.direct_width ? win.w.in * (win.w.max_cover + 1) : win.w.out * win.kw;
+  const int64_t work_per_row = std::max<int64_t>(1, win.w.in * (win.h.max_window + 1) + width_work);
   if (input.stride(-3) == 1 && input.stride(-1) != 1 && channels > 1) {
     const bool batched = input.dim() == 4;
     const ChannelsLastPlan<T> plan{&win,
@@ -329,36 +427,62 @@ void forward_kernel(const TensorView& input, const TensorView& output, const Win
                                    output.stride(-2),
                                    output.stride(-1),
                                    output.stride(-3),
-                                   cast_all<AccType<T>>(win.col_factor)};
-    const int64_t work_per_row = channels * std::max<int64_t>(1, win.w.in * (win.h.max_window + 1) + win.w.out);
-    parallel_for(0, (batched ? input.size(0) : 1) * win.h.out, kMinWorkPerTask / work_per_row + 1,
-                 [&](int64_t lo, int64_t hi) { forward_rows_channels_last(plan, lo, hi); });
+                                   cast_all<Acc>(win.col_factor)};
+    parallel_chunks(0, (batched ? input.size(0) : 1) * win.h.out, kMinWorkPerTask / (channels * work_per_row) + 1, 0,
+                    [&](ChunkQueue& queue) {
+                      ChannelsLastScratch<T> scratch(win, channels);
+                      for (int64_t lo, hi; queue.next(lo, hi);) forward_rows_channels_last(plan, scratch, lo, hi);
+                    });
     return;
   }
   const PlanePlan<T> plan(win, input, output);
-  const int64_t work_per_row = std::max<int64_t>(1, win.w.in * (win.h.max_window + 1) + win.w.out);
-  parallel_for(0, plan.src_planes.count * win.h.out, kMinWorkPerTask / work_per_row + 1,
-               [&](int64_t lo, int64_t hi) { forward_rows(plan, lo, hi); });
+  dispatch_width_pass<detail::StridedBoxSum<Acc>, detail::DirectBoxSum<Acc>>(win, [&](auto* tag) {
+    using WidthSum = std::remove_pointer_t<decltype(tag)>;
+    parallel_chunks(0, plan.src_planes.count * win.h.out, kMinWorkPerTask / work_per_row + 1, 0,
+                    [&](ChunkQueue& queue) {
+                      ForwardScratch<T, WidthSum> scratch(win);
+                      for (int64_t lo, hi; queue.next(lo, hi);) forward_rows(plan, scratch, lo, hi);
+                    });
+  });
 }
+
+// One thread's buffers of backward_rows (allocated outside the clone, see ForwardScratch): a ring of
+// spread grad_output rows that holds the rows the current input row needs (a power of two of rows, so
+// that a row's slot is a mask), the width pass, and row scratch.
+template <class T, class Spread>
+struct BackwardScratch {
+  using Acc = AccType<T>;
+  explicit BackwardScratch(const Windows& win)
+      : ring_rows(ring_rows_for(win.h.max_cover)),
+        ring(static_cast<size_t>(ring_rows * win.w.in)),
+        covering(static_cast<size_t>(ring_rows)),
+        spread(make_width_pass<Spread, Acc>(win)),
+        row_out(static_cast<size_t>(win.w.in)),
+        divisors(static_cast<size_t>(win.w.out)) {}
+  static int64_t ring_rows_for(int64_t cover) {
+    int64_t rows = 1;
+    while (rows < cover) rows *= 2;
+    return rows;
+  }
+  int64_t ring_rows;
+  std::vector<Acc> ring;
+  std::vector<const Acc*> covering;
+  Spread spread;
+  std::vector<Acc> row_out, divisors;
+};
 
 // Gather form: each grad_input element sums the scaled gradients (g / divisor) of the windows that
 // cover it and is written once. Input rows [lo, hi) (item = plane * in_h + h). Width first, as
 // PyTorch's scatter adds: each scaled grad_output row is spread over the input width once per task
-// into a ring buffer that holds the rows the current input row needs, and the input row is the sum
-// of its covering spread rows. Cloned like forward_rows.
-template <class T>
-SG_SIMD_CLONES void backward_rows(const PlanePlan<T>& plan, int64_t lo, int64_t hi) {
+// into the ring, and the input row is the sum of its covering spread rows. Cloned like forward_rows.
+template <class T, class Spread>
+SG_SIMD_CLONES void backward_rows(const PlanePlan<T>& plan, BackwardScratch<T, Spread>& scratch, int64_t lo,
+                                  int64_t hi) noexcept {
   using Acc = AccType<T>;
   const Windows& win = *plan.win;
-  const int64_t in_h = win.h.in, in_w = win.w.in, out_w = win.w.out;
-  // A power of two, so that a row's slot is a mask, not a division.
-  int64_t ring_rows = 1;
-  while (ring_rows < win.h.max_cover) ring_rows *= 2;
-  std::vector<Acc> ring(static_cast<size_t>(ring_rows * in_w));
-  auto ring_row = [&](int64_t oh) { return ring.data() + (oh & (ring_rows - 1)) * in_w; };
-  std::vector<const Acc*> covering(static_cast<size_t>(ring_rows));
-  detail::BoxSpread<Acc> spread(in_w, out_w, win.kw, win.sw, win.pw);
-  std::vector<Acc> row_out(static_cast<size_t>(in_w));
+  const int64_t in_h = win.h.in, in_w = win.w.in, out_w = win.w.out, ring_mask = scratch.ring_rows - 1;
+  auto ring_row = [&](int64_t oh) { return scratch.ring.data() + (oh & ring_mask) * in_w; };
+  Spread& spread = scratch.spread;
   const Acc* col_factor = plan.col_factor.data();
   // Sums stored as they are computed. Plain stores: non-temporal ones (DESIGN's hint for outputs beyond
   // the caches) measured 2.4x slower here with 2 threads.
@@ -369,6 +493,10 @@ SG_SIMD_CLONES void backward_rows(const PlanePlan<T>& plan, int64_t lo, int64_t 
   auto scale_row = [&](int64_t oh) {
     Acc* __restrict scaled = spread.input(static_cast<int>(oh & 1));
     const T* g_row = cursor.src + oh * plan.src_h;
+    if (const Acc* divisors = win.divisor_row(oh, scratch.divisors.data())) {
+      for (int64_t ow = 0; ow < out_w; ++ow) scaled[ow] = Acc(0) + load_as<Acc>(g_row[ow * plan.src_w]) / divisors[ow];
+      return;
+    }
     const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
     if constexpr (kWidenRows<T>) {
       detail::widen_row(g_row, plan.src_w, out_w, scaled);
@@ -399,33 +527,41 @@ SG_SIMD_CLONES void backward_rows(const PlanePlan<T>& plan, int64_t lo, int64_t 
     ring_next = std::max(ring_next, oh_last);
     const int64_t count = oh_last - oh_first;
     T* dst = cursor.dst + h * plan.dst_h;
-    for (int64_t k = 0; k < count; ++k) covering[k] = ring_row(oh_first + k);
+    for (int64_t k = 0; k < count; ++k) scratch.covering[k] = ring_row(oh_first + k);
     if constexpr (kNarrowRows<T>) {
       if (count > 0) {  // the sums and their rounding in one pass
-        detail::narrow_sum_rows(covering.data(), count, in_w, dst, plan.dst_w);
+        detail::narrow_sum_rows(scratch.covering.data(), count, in_w, dst, plan.dst_w);
         continue;
       }
     }
     if (count == 1) {
-      store_row(covering[0], in_w, dst, plan.dst_w);
+      store_row(scratch.covering[0], in_w, dst, plan.dst_w);
     } else if (count == 2 && direct_store) {
-      const Acc* __restrict r0 = covering[0];
-      const Acc* __restrict r1 = covering[1];
+      const Acc* __restrict r0 = scratch.covering[0];
+      const Acc* __restrict r1 = scratch.covering[1];
       for (int64_t w = 0; w < in_w; ++w) dst[w] = store_as<T>(r0[w] + r1[w]);
     } else {
       // sum_rows starts from +0, which changes no spread value (none is -0).
-      sum_rows(count, in_w, 1, [&](int64_t k) { return covering[k]; }, row_out.data());
-      store_row(row_out.data(), in_w, dst, plan.dst_w);
+      sum_rows(count, in_w, 1, [&](int64_t k) { return scratch.covering[k]; }, scratch.row_out.data());
+      store_row(scratch.row_out.data(), in_w, dst, plan.dst_w);
     }
   }
 }
 
 template <class T>
 void backward_kernel(const TensorView& grad_output, const TensorView& grad_input, const Windows& win) {
+  using Acc = AccType<T>;
   const PlanePlan<T> plan(win, grad_output, grad_input);
-  const int64_t work_per_row = std::max<int64_t>(1, (win.w.out + win.w.in) * (win.h.max_cover + 1));
-  parallel_for(0, plan.dst_planes.count * win.h.in, kMinWorkPerTask / work_per_row + 1,
-               [&](int64_t lo, int64_t hi) { backward_rows(plan, lo, hi); });
+  const int64_t width_work = win.direct_width ? win.w.in * (win.w.max_cover + 1) : win.w.out + win.w.in;
+  const int64_t work_per_row = std::max<int64_t>(1, width_work * (win.h.max_cover + 1));
+  dispatch_width_pass<detail::BoxSpread<Acc>, detail::DirectSpread<Acc>>(win, [&](auto* tag) {
+    using Spread = std::remove_pointer_t<decltype(tag)>;
+    parallel_chunks(0, plan.dst_planes.count * win.h.in, kMinWorkPerTask / work_per_row + 1, 0,
+                    [&](ChunkQueue& queue) {
+                      BackwardScratch<T, Spread> scratch(win);
+                      for (int64_t lo, hi; queue.next(lo, hi);) backward_rows(plan, scratch, lo, hi);
+                    });
+  });
 }
 
 }  // namespace

@@ -17,6 +17,9 @@ using testing::OwnedTensor;
 using testing::expect_error;
 using testing::random_tensor;
 
+// 128-bit arithmetic: the reference must not overflow where the kernels must not either.
+__extension__ typedef __int128 Wide;
+
 // Straight from SPEC §3: output size, window clipping, divisor.
 struct NaivePool {
   int64_t kh, kw, sh, sw, ph, pw;
@@ -24,27 +27,52 @@ struct NaivePool {
   int64_t divisor_override;
 
   static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, bool ceil) {
-    int64_t num = in + 2 * p - k + (ceil ? s - 1 : 0);
-    int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
-    if (ceil && (out - 1) * s >= in + p) --out;
-    return out;
+    Wide num = Wide(in) + 2 * Wide(p) - k + (ceil ? s - 1 : 0);
+    Wide out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+    if (ceil && (out - 1) * s >= Wide(in) + p) --out;
+    return static_cast<int64_t>(out);
   }
   // Calls visit(h, w, 1/divisor) for every input pixel of window (oh, ow).
   template <class Visit>
   void window(int64_t H, int64_t W, int64_t oh, int64_t ow, Visit visit) const {
-    int64_t h0 = oh * sh - ph, w0 = ow * sw - pw;
-    int64_t h1 = std::min(h0 + kh, H + ph), w1 = std::min(w0 + kw, W + pw);
-    const int64_t pool = (h1 - h0) * (w1 - w0);
-    h0 = std::max<int64_t>(h0, 0);
-    w0 = std::max<int64_t>(w0, 0);
-    h1 = std::min(h1, H);
-    w1 = std::min(w1, W);
+    Wide h0 = Wide(oh) * sh - ph, w0 = Wide(ow) * sw - pw;
+    Wide h1 = std::min(h0 + kh, Wide(H) + ph), w1 = std::min(w0 + kw, Wide(W) + pw);
+    const Wide pool = (h1 - h0) * (w1 - w0);
+    h0 = std::max<Wide>(h0, 0);
+    w0 = std::max<Wide>(w0, 0);
+    h1 = std::min<Wide>(h1, H);
+    w1 = std::min<Wide>(w1, W);
     if (h0 >= h1 || w0 >= w1) return;
-    const int64_t div = divisor_override ? divisor_override : (count_include_pad ? pool : (h1 - h0) * (w1 - w0));
-    for (int64_t h = h0; h < h1; ++h)
-      for (int64_t w = w0; w < w1; ++w) visit(h, w, 1.0 / static_cast<double>(div));
+    const Wide div = divisor_override ? divisor_override : (count_include_pad ? pool : (h1 - h0) * (w1 - w0));
+    for (int64_t h = int64_t(h0); h < h1; ++h)
+      for (int64_t w = int64_t(w0); w < w1; ++w) visit(h, w, 1.0 / static_cast<double>(div));
   }
 };
+
+AvgPool2dParams params_of(const NaivePool& n);
+
+// Forward and backward of an (N, C, H, W) float64 problem against the naive loops.
+void expect_naive_results(const NaivePool& ref, int64_t N, int64_t C, int64_t H, int64_t W, double tol) {
+  const int64_t OH = NaivePool::out_size(H, ref.kh, ref.sh, ref.ph, ref.ceil_mode);
+  const int64_t OW = NaivePool::out_size(W, ref.kw, ref.sw, ref.pw, ref.ceil_mode);
+  auto x = random_tensor<double>({N, C, H, W}, 11);
+  auto g = random_tensor<double>({N, C, OH, OW}, 12);
+  OwnedTensor<double> y({N, C, OH, OW}), gi({N, C, H, W});
+  const AvgPool2dParams params = params_of(ref);
+  ASSERT_EQ(avg_pool2d_output_shape(x.view.sizes(), params), y.view.sizes());
+  avg_pool2d(x.view, y.view, params);
+  avg_pool2d_backward(g.view, x.view, gi.view, params);
+  std::vector<double> y_ref(y.storage.size(), 0.0), gi_ref(gi.storage.size(), 0.0);
+  for (int64_t nc = 0; nc < N * C; ++nc)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow)
+        ref.window(H, W, oh, ow, [&](int64_t h, int64_t w, double inv) {
+          y_ref[(nc * OH + oh) * OW + ow] += x[(nc * H + h) * W + w] * inv;
+          gi_ref[(nc * H + h) * W + w] += g[(nc * OH + oh) * OW + ow] * inv;
+        });
+  testing::expect_all_near(y.storage, y_ref, tol);
+  testing::expect_all_near(gi.storage, gi_ref, tol);
+}
 
 AvgPool2dParams params_of(const NaivePool& n) {
   AvgPool2dParams p;
@@ -71,25 +99,8 @@ TEST_P(AvgPoolSweep, ForwardAndBackwardMatchNaiveLoops) {
         const int64_t OH = NaivePool::out_size(H, ref.kh, ref.sh, ref.ph, ceil);
         const int64_t OW = NaivePool::out_size(W, ref.kw, ref.sw, ref.pw, ceil);
         if (OH < 1 || OW < 1) continue;
-        const int64_t N = 2, C = 3;
-        auto x = random_tensor<double>({N, C, H, W}, 11);
-        auto g = random_tensor<double>({N, C, OH, OW}, 12);
-        OwnedTensor<double> y({N, C, OH, OW}), gi({N, C, H, W});
-        const AvgPool2dParams params = params_of(ref);
-        ASSERT_EQ(avg_pool2d_output_shape(x.view.sizes(), params), y.view.sizes());
-        avg_pool2d(x.view, y.view, params);
-        avg_pool2d_backward(g.view, x.view, gi.view, params);
-        std::vector<double> y_ref(y.storage.size(), 0.0), gi_ref(gi.storage.size(), 0.0);
-        for (int64_t nc = 0; nc < N * C; ++nc)
-          for (int64_t oh = 0; oh < OH; ++oh)
-            for (int64_t ow = 0; ow < OW; ++ow)
-              ref.window(H, W, oh, ow, [&](int64_t h, int64_t w, double inv) {
-                y_ref[(nc * OH + oh) * OW + ow] += x[(nc * H + h) * W + w] * inv;
-                gi_ref[(nc * H + h) * W + w] += g[(nc * OH + oh) * OW + ow] * inv;
-              });
         SCOPED_TRACE(::testing::Message() << "H=" << H << " W=" << W << " p=" << p);
-        testing::expect_all_near(y.storage, y_ref, 1e-12);
-        testing::expect_all_near(gi.storage, gi_ref, 1e-12);
+        expect_naive_results(ref, 2, 3, H, W, 1e-12);
       }
     }
   }
@@ -98,6 +109,53 @@ TEST_P(AvgPoolSweep, ForwardAndBackwardMatchNaiveLoops) {
 INSTANTIATE_TEST_SUITE_P(Params, AvgPoolSweep,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Values(1, 2, 3),
                                             ::testing::Bool(), ::testing::Bool(), ::testing::Values(0, -3)));
+
+// Kernel sizes and strides far beyond the input: the work and the scratch follow the data (before, 2^24
+// took seconds and hundreds of MB, larger sizes aborted on bad_alloc / length_error, and the output-size
+// formula overflowed int64 for stride 2^63 - 1).
+TEST(AvgPool2d, HugeKernelsAndStridesCostTheDataNotTheParameters) {
+  const int64_t k24 = int64_t(1) << 24, k33 = int64_t(1) << 33, k62 = int64_t(1) << 62;
+  struct Case {
+    int64_t H, W, k, s, p;
+    bool ceil;
+  };
+  const Case cases[] = {{1, 1, k24, k24, k24 / 2, false}, {1, 1, k33, k33, k33 / 2, false},
+                        {1, 1, k62, k62, k62 / 2, false}, {8, 8, 2, int64_t(1) << 40, 0, false},
+                        {8, 8, 2, INT64_MAX, 0, true},   {8, 7, k24, 1, k24 / 2, false},
+                        {6, 9, 3, k24, 1, true}};
+  for (const Case& c : cases) {
+    for (bool count_include_pad : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "H=" << c.H << " k=" << c.k << " s=" << c.s << " p=" << c.p
+                                        << " ceil=" << c.ceil << " cip=" << count_include_pad);
+      const NaivePool ref{c.k, c.k, c.s, c.s, c.p, c.p, c.ceil, count_include_pad, 0};
+      expect_naive_results(ref, 1, 2, c.H, c.W, 1e-12);
+    }
+  }
+}
+
+TEST(AvgPool2d, APaddedInputBeyondInt64IsAnOverflowError) {
+  AvgPool2dParams p;
+  p.kernel_size = {int64_t(1) << 62, 1};
+  p.padding = {int64_t(1) << 61, 0};
+  expect_error([&] { avg_pool2d_output_shape({1, 1, int64_t(1) << 62, 1}, p); }, ErrorKind::kOverflow,
+               "avg_pool2d(): expected an output size and padded input that fit in int64");
+}
+
+// A divisor whose float32 product of factors would round twice is formed exactly and rounded once,
+// as PyTorch converts its int64 divisor: here (2^24 + 1) * 3 is not a float.
+TEST(AvgPool2d, HugeDivisorsAreRoundedOnce) {
+  AvgPool2dParams p;
+  const int64_t k = (int64_t(1) << 24) + 1;
+  p.kernel_size = {k, 3};
+  p.padding = {k / 2, 1};
+  p.stride = {k, 3};
+  OwnedTensor<float> x({1, 1, 1, 2}, 3.0f), y({1, 1, 1, 1});
+  avg_pool2d(x.view, y.view, p);
+  // rows: [-2^23, 2^23 + 1) of the padded axis, pool 2^24 + 1 (not a float); columns: [-1, 2), pool 3.
+  const int64_t divisor = k * 3;
+  EXPECT_EQ(y[0], 6.0f / static_cast<float>(divisor));
+  EXPECT_NE(y[0], 6.0f / (static_cast<float>(k) * 3.0f));  // the two roundings differ here
+}
 
 TEST(AvgPool2d, ThreeDimensionalInputEqualsBatchOfOne) {
   auto x3 = random_tensor<float>({4, 9, 7}, 3);

@@ -205,6 +205,20 @@ TEST(RoiAlign, HugeAdaptiveBoxCostsOnlyItsSamplesNearTheImage) {
   EXPECT_LT(std::fabs(y[3]), 1e-9);
 }
 
+TEST(RoiAlign, NoRoisGiveZerosWhateverThePooledSize) {
+  // The per-thread bin scratch is pooled_h * pooled_w lanes: 2^40 of them raised MemoryError before.
+  RoiAlignParams p;
+  p.pooled_height = p.pooled_width = int64_t(1) << 20;
+  OwnedTensor<float> boxes({0, 5}), g({0, 3, 1, 1}), gi({2, 3, 5, 5}, 7.0f);
+  TensorView g_view(g.data(), DType::kFloat32, {0, 3, p.pooled_height, p.pooled_width});
+  roi_align_backward(g_view, boxes.view, {2, 3, 5, 5}, gi.view, p);
+  for (float v : gi.storage) EXPECT_EQ(v, 0.0f);
+  OwnedTensor<Half> boxes_h({0, 5}, Half{}), gi_h({2, 3, 5, 5}, to_half(7.0f));
+  TensorView g_h(gi_h.data(), DType::kFloat16, {0, 3, p.pooled_height, p.pooled_width});
+  roi_align_backward(g_h, boxes_h.view, {2, 3, 5, 5}, gi_h.view, p);
+  for (Half v : gi_h.storage) EXPECT_EQ(to_float(v), 0.0f);
+}
+
 TEST(RoiAlign, EmptyInputsGiveShapedZeros) {
   RoiAlignParams p;
   p.pooled_height = p.pooled_width = 2;

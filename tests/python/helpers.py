@@ -1,6 +1,12 @@
 """Checks shared by the operator test files."""
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -76,3 +82,20 @@ def non_contiguous(x: np.ndarray) -> np.ndarray:
     view = big[..., ::2]
     assert not view.flags.c_contiguous
     return view
+
+
+PROBE_TIMEOUT_S = 60
+
+
+def run_probe(code: str, timeout: float = PROBE_TIMEOUT_S) -> subprocess.CompletedProcess:
+    """Runs `code` in a new interpreter in its own process group, killed whole (forked children too) on a
+    hang: an abort or a hang fails the calling test instead of the suite."""
+    with subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True) as probe:
+        try:
+            stdout, stderr = probe.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(probe.pid, signal.SIGKILL)
+            stdout, stderr = probe.communicate()
+            pytest.fail(f"the probe hung (killed after {timeout} s); its output: {stdout!r} {stderr!r}")
+    return subprocess.CompletedProcess(probe.args, probe.returncode, stdout, stderr)

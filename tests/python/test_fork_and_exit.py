@@ -1,28 +1,9 @@
 """Processes and threads around the operators: fork after use, a fork Pool, and interpreter exit while a
 daemon thread is inside a kernel. Each probe runs in a fresh interpreter with a timeout, so a hang or an
 abort fails the test instead of the suite."""
-import os
-import signal
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
-TIMEOUT_S = 60
-
-
-def run_probe(code: str) -> subprocess.CompletedProcess:
-    """Runs `code` in a new interpreter in its own process group, killed whole (forked children too) on a hang."""
-    with subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, start_new_session=True) as probe:
-        try:
-            stdout, stderr = probe.communicate(timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(probe.pid, signal.SIGKILL)
-            stdout, stderr = probe.communicate()
-            pytest.fail(f"the probe hung (killed after {TIMEOUT_S} s); its output: {stdout!r} {stderr!r}")
-    return subprocess.CompletedProcess(probe.args, probe.returncode, stdout, stderr)
+from helpers import run_probe
 
 
 def test_a_forked_child_runs_the_operators_after_the_parent_did():

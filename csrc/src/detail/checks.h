@@ -10,6 +10,10 @@
 
 namespace spatialgrad::detail {
 
+// 128-bit integers for size arithmetic that can overflow int64 before its result is clipped or checked
+// (a GCC/Clang extension; __extension__ keeps -Wpedantic quiet).
+__extension__ typedef __int128 Int128;
+
 inline void check_dim(const char* op, const char* name, const TensorView& t, int64_t dim) {
   SG_CHECK(t.dim() == dim, op, "(): expected ", name, " to be ", dim, "-D, but got ", t.dim(), "-D tensor of shape ",
            t.shape_string());

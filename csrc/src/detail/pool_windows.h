@@ -22,6 +22,9 @@ struct PoolAxis {
   int64_t max_window = 0;  // max over o of end[o] - start[o]
 };
 
+// Window o covers [o*s - pad, o*s - pad + k) of the padded axis (in + 2*pad long). The arithmetic is in
+// 128 bits: with kernel sizes and strides near 2^63 the int64 sums overflow, and the clipped results
+// (what the tables keep) always fit.
 inline PoolAxis make_pool_axis(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t pad) {
   PoolAxis axis;
   axis.in = in;
@@ -30,11 +33,11 @@ inline PoolAxis make_pool_axis(int64_t in, int64_t out, int64_t kernel, int64_t 
   axis.end.resize(out);
   axis.pool.resize(out);
   for (int64_t o = 0; o < out; ++o) {
-    const int64_t lo = o * stride - pad;
-    const int64_t hi = std::min(lo + kernel, in + pad);
-    axis.pool[o] = hi - lo;
-    axis.start[o] = std::max<int64_t>(lo, 0);
-    axis.end[o] = std::max(std::min<int64_t>(hi, in), axis.start[o]);
+    const Int128 lo = static_cast<Int128>(o) * stride - pad;
+    const Int128 hi = std::min<Int128>(lo + kernel, static_cast<Int128>(in) + pad);
+    axis.pool[o] = static_cast<int64_t>(hi - lo);  // <= in + 2 * pad, checked by the caller to fit
+    axis.start[o] = static_cast<int64_t>(std::clamp<Int128>(lo, 0, in));
+    axis.end[o] = static_cast<int64_t>(std::clamp<Int128>(hi, axis.start[o], in));
     axis.max_window = std::max(axis.max_window, axis.end[o] - axis.start[o]);
   }
   // Window starts and ends are non-decreasing in o, so the covering windows of i form a range
@@ -51,6 +54,12 @@ inline PoolAxis make_pool_axis(int64_t in, int64_t out, int64_t kernel, int64_t 
   }
   return axis;
 }
+
+// True when the strided width passes below would cost more than the data: their buffers and loops grow
+// with the kernel size and the stride (O(k + s) per row), while windows longer than the input or gaps
+// wider than it cover at most the input. Such axes take the direct passes (DirectBoxSum, DirectSpread),
+// whose cost is the total clipped window length, with the same sums in the same order.
+inline bool windows_exceed_input(int64_t in, int64_t kernel, int64_t stride) { return kernel > in || stride > in; }
 
 // The width pass of the forward: window o of the padded row sums P[o*s .. o*s + k - 1], added in
 // that order, for o < n_out (P is the row behind `pad` zeros, zeros after it). The sums read the
@@ -194,6 +203,55 @@ class BoxSpread {
   std::vector<Phase> phases_;
   std::vector<Acc> padded_[2], sums_;
   Acc* input_[2] = {nullptr, nullptr};
+};
+
+// StridedBoxSum's interface over the window table: window o sums input[start[o] .. end[o]) from +0, in
+// order. Padding contributes zeros, which change no sum (the inputs are sums from +0: never -0), so the
+// results are those of StridedBoxSum. For axes where windows_exceed_input().
+template <class Acc>
+class DirectBoxSum {
+ public:
+  explicit DirectBoxSum(const PoolAxis& axis) : axis_(&axis), input_(static_cast<size_t>(axis.in)) {}
+
+  Acc* input() { return input_.data(); }
+
+  SG_INLINE void run(Acc* __restrict dst) {
+    const Acc* x = input_.data();
+    for (int64_t o = 0; o < axis_->out; ++o) {
+      Acc sum = 0;
+      for (int64_t i = axis_->start[o]; i < axis_->end[o]; ++i) sum += x[i];
+      dst[o] = sum;
+    }
+  }
+
+ private:
+  const PoolAxis* axis_;
+  std::vector<Acc> input_;
+};
+
+// BoxSpread's interface over the window table: x receives the sum of src[o] over its covering windows
+// [first[x], last[x]), in increasing o (0 if none). The same results as BoxSpread (src is never -0).
+template <class Acc>
+class DirectSpread {
+ public:
+  explicit DirectSpread(const PoolAxis& axis) : axis_(&axis) {
+    for (auto& slot : input_) slot.resize(static_cast<size_t>(axis.out));
+  }
+
+  Acc* input(int slot) { return input_[slot].data(); }
+
+  SG_INLINE void run(int slot, Acc* __restrict dst) {
+    const Acc* src = input_[slot].data();
+    for (int64_t x = 0; x < axis_->in; ++x) {
+      Acc sum = 0;
+      for (int64_t o = axis_->first[x]; o < axis_->last[x]; ++o) sum += src[o];
+      dst[x] = sum;
+    }
+  }
+
+ private:
+  const PoolAxis* axis_;
+  std::vector<Acc> input_[2];
 };
 
 }  // namespace spatialgrad::detail

@@ -1,0 +1,81 @@
+"""Parameters far beyond the data: every call gives a result or a clear error, in time and memory bounded
+by the input and output (before: process aborts from exceptions inside target_clones functions, seconds
+and gigabytes of scratch growing with the kernel size or stride, an int64 overflow in the output size).
+Each probe runs in a fresh interpreter with a timeout and a memory limit, so an abort, a hang or an
+unbounded allocation fails the test instead of the suite."""
+import textwrap
+
+import numpy as np
+import pytest
+
+import spatialgrad as sg
+from helpers import requires_torch, run_probe, torch
+
+PROBE_HEADER = """
+import resource, numpy as np, spatialgrad as sg
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # 2 GiB: scratch that grows with k fails
+"""
+
+
+def probe(code: str) -> str:
+    result = run_probe(PROBE_HEADER + textwrap.dedent(code), timeout=30)
+    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr[-2000:]}"
+    return result.stdout
+
+
+def test_the_issue_repros_return_instead_of_aborting():
+    out = probe("""
+        x = np.ones((1, 1, 8, 8), np.float32)
+        y = sg.avg_pool2d(x, 2, stride=2**40)
+        g = sg.avg_pool2d_backward(np.ones_like(y), x, 2, stride=2**40)
+        print("stride 2^40 backward", g.shape, float(g.sum()))
+        one = np.ones((1, 1, 1, 1), np.float32)
+        print("kernel 2^33", sg.avg_pool2d(one, 2**33, padding=2**32).shape)
+        print("kernel 2^62", sg.avg_pool2d(one, 2**62, padding=2**61).shape)
+        print("stride 2^63-1 ceil", sg.avg_pool2d(x, 2, stride=2**63 - 1, ceil_mode=True).shape)
+    """)
+    assert "stride 2^40 backward (1, 1, 8, 8)" in out
+    assert "kernel 2^33 (1, 1, 1, 1)" in out and "kernel 2^62 (1, 1, 1, 1)" in out
+    assert "stride 2^63-1 ceil (1, 1, 1, 1)" in out
+
+
+def test_huge_kernels_and_strides_take_milliseconds():
+    out = probe("""
+        import time
+        t0 = time.perf_counter()
+        one = np.ones((1, 1, 1, 1), np.float32)
+        for k in (2**24, 2**29, 2**40):
+            sg.avg_pool2d(one, k, padding=k // 2)
+            sg.avg_pool2d_backward(one, one, k, padding=k // 2)
+        x = np.ones((1, 1, 8, 8), np.float32)
+        sg.avg_pool2d_backward(sg.avg_pool2d(x, 2, stride=2**24), x, 2, stride=2**24)
+        print("seconds", time.perf_counter() - t0)
+    """)
+    assert float(out.split()[-1]) < 2.0, out
+
+
+def test_roi_align_backward_without_rois_gives_zeros_for_any_pooled_size():
+    out = probe("""
+        g = np.zeros((0, 3, 2**20, 2**20), np.float32)
+        gi = sg.roi_align_backward(g, np.zeros((0, 5), np.float32), (2, 3, 5, 5), 2**20, 2**20, 1.0, 0, True)
+        print(gi.shape, bool((gi == 0).all()))
+    """)
+    assert "(2, 3, 5, 5) True" in out
+
+
+@requires_torch
+# (PyTorch rejects strides of 2^31 and more: those are checked against naive loops in test_avg_pool2d.cpp.)
+@pytest.mark.parametrize("H,W,k,s,p,ceil", [(1, 1, 2**24, None, 2**23, False), (8, 7, 2**20, 1, 2**19, False),
+                                            (6, 9, 3, 2**24, 1, True), (5, 5, 2, 2**30, 1, True)])
+@pytest.mark.parametrize("count_include_pad", [True, False])
+def test_huge_parameters_match_pytorch(H, W, k, s, p, ceil, count_include_pad):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, H, W))
+    kwargs = dict(kernel_size=k, stride=s, padding=p, ceil_mode=ceil, count_include_pad=count_include_pad)
+    tx = torch.from_numpy(x).requires_grad_()
+    ty = torch.nn.functional.avg_pool2d(tx, **kwargs)
+    y = sg.avg_pool2d(x, **kwargs)
+    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-12, atol=1e-300)
+    g = rng.standard_normal(y.shape)
+    ty.backward(torch.from_numpy(g))
+    np.testing.assert_allclose(sg.avg_pool2d_backward(g, x, **kwargs), tx.grad.numpy(), rtol=1e-12, atol=1e-300)
