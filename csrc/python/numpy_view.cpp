@@ -16,7 +16,10 @@ namespace {
 bool is_bfloat16(const py::dtype& dtype) {
   if (dtype.itemsize() != 2) return false;
   const py::object metadata = dtype.attr("metadata");
-  if (!metadata.is_none()) {
+  // The marker counts on the bit-pattern carriers only (native uint16/int16): a float16 array that
+  // carries it (metadata survives astype and views) is float16.
+  const bool carrier = dtype.equal(py::dtype::of<uint16_t>()) || dtype.equal(py::dtype::of<int16_t>());
+  if (!metadata.is_none() && carrier) {
     const py::dict dict = metadata.cast<py::dict>();
     if (dict.contains("spatialgrad")) return py::str(dict["spatialgrad"]).cast<std::string>() == "bfloat16";
   }

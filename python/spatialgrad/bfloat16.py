@@ -34,7 +34,10 @@ def is_bfloat16(array: np.ndarray) -> bool:
     if dtype.itemsize != 2:
         return False
     if dtype.metadata is not None and "spatialgrad" in dtype.metadata:
-        return dtype.metadata["spatialgrad"] == "bfloat16"
+        # The marker counts on the bit-pattern carriers only: a float16 array that carries it (metadata
+        # survives astype and views) is float16.
+        carrier = dtype.kind in "ui" and dtype.isnative
+        return carrier and dtype.metadata["spatialgrad"] == "bfloat16"
     return dtype.name == "bfloat16" and dtype.kind == "V"
 
 

@@ -21,11 +21,13 @@ RuntimeError naming the operator.
 from __future__ import annotations
 
 import math
+import os
 from typing import List, Optional, Sequence, Union
 
 import numpy as np
 import torch
 
+from . import _core
 from ._registry import OPS, OpSpec, as_tuple, gather_grads, pullback_call
 from .bfloat16 import bfloat16_bits, is_bfloat16
 
@@ -93,7 +95,32 @@ class _SpatialgradFunction(torch.autograd.Function):
         return (None, None) + gather_grads(call, outputs, needs)
 
 
+# Whether this process has looked for a DataLoader worker yet (reset in forked children).
+_threads_followed = False
+
+
+def _forget_threads_followed() -> None:
+    global _threads_followed
+    _threads_followed = False
+
+
+os.register_at_fork(after_in_child=_forget_threads_followed)
+
+
+def _follow_torch_threads_in_workers() -> None:
+    """In a DataLoader worker, spatialgrad's default thread count follows torch's (which the DataLoader sets
+    to 1 there), so that num_workers processes do not each run a pool of one thread per core. Checked on
+    the first call of each process; spatialgrad.set_num_threads still wins (it overrides the default)."""
+    global _threads_followed
+    if _threads_followed:
+        return
+    _threads_followed = True
+    if torch.utils.data.get_worker_info() is not None:
+        _core.set_default_num_threads(torch.get_num_threads())
+
+
 def _apply(name: str, tensors: Sequence[torch.Tensor], options: dict) -> torch.Tensor:
+    _follow_torch_threads_in_workers()
     return _SpatialgradFunction.apply(OPS[name], options, *tensors)
 
 

@@ -1,6 +1,8 @@
 """Processes and threads around the operators: fork after use, a fork Pool, and interpreter exit while a
 daemon thread is inside a kernel. Each probe runs in a fresh interpreter with a timeout, so a hang or an
 abort fails the test instead of the suite."""
+import textwrap
+
 import pytest
 
 from helpers import run_probe
@@ -74,3 +76,43 @@ def test_interpreter_exit_while_daemon_threads_call_the_operators(attempt):
     assert "terminate called" not in result.stderr
     assert result.returncode == 0, result.stderr
     assert "exiting" in result.stdout
+
+
+DATALOADER_PROBE = """
+    import multiprocessing as mp, numpy as np, torch, spatialgrad as sg, spatialgrad.torch as sgt
+    torch.set_num_threads(2)
+    x = torch.rand(2, 3, 16, 16)
+    grid = torch.rand(2, 8, 8, 2) * 2 - 1
+    expected = sgt.grid_sample(x, grid)  # the parent uses the operators (and its pool) first
+
+    class Augment(torch.utils.data.Dataset):
+        def __len__(self):
+            return 4
+        def __getitem__(self, i):
+            warped = sgt.grid_sample(x, grid)
+            up = sgt.upsample_bilinear2d(warped, scale_factor=2)
+            return torch.tensor([float(torch.equal(warped, expected)), up.shape[-1], sg.get_num_threads(),
+                                 torch.get_num_threads()])
+
+    def init(worker_id):
+        if WORKER_SETS:
+            sg.set_num_threads(3)
+
+    loader = torch.utils.data.DataLoader(Augment(), batch_size=1, num_workers=2, worker_init_fn=init,
+                                         multiprocessing_context=mp.get_context("fork"))
+    for row in torch.cat(list(loader)).tolist():
+        print("worker", row)
+"""
+
+
+@pytest.mark.parametrize("worker_sets", [False, True])
+def test_dataloader_workers_follow_torch_threads_after_the_parent_used_the_ops(worker_sets):
+    pytest.importorskip("torch")
+    result = run_probe(f"WORKER_SETS = {worker_sets}\n" + textwrap.dedent(DATALOADER_PROBE))
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in result.stdout.splitlines() if line.startswith("worker")]
+    assert len(rows) == 4, result.stdout
+    # same result as the parent, upsampled, spatialgrad's threads = torch's in the worker (1), unless the
+    # worker set its own count
+    expected = "[1.0, 16.0, 3.0, 1.0]" if worker_sets else "[1.0, 16.0, 1.0, 1.0]"
+    assert all(row == f"worker {expected}" for row in rows), result.stdout

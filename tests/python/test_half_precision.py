@@ -251,6 +251,19 @@ def test_bfloat16_marking_helpers():
         sg.bfloat16_bits(np.zeros(2, np.float32))
 
 
+def test_a_float16_array_carrying_the_bfloat16_marker_is_float16():
+    # The marker survives astype and views; it counts only on the uint16/int16 bit-pattern carriers.
+    x = sg.to_bfloat16(np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)).astype(
+        np.dtype(np.float16, metadata={"spatialgrad": "bfloat16"}))
+    assert x.dtype == np.float16 and x.dtype.metadata
+    assert not sg.is_bfloat16(x)
+    y = sg.avg_pool2d(x, 2)
+    assert y.dtype == np.float16 and not sg.is_bfloat16(y)
+    np.testing.assert_array_equal(y.astype(np.float32), sg.avg_pool2d(x.astype(np.float32), 2).astype(np.float16))
+    swapped = sg.bfloat16_bits(np.zeros(2, np.uint16)).view(np.dtype(">u2", metadata={"spatialgrad": "bfloat16"}))
+    assert not sg.is_bfloat16(swapped)  # a non-native carrier is not read as bfloat16 either
+
+
 # ---- PyTorch: the adapter in half precision, and torch's own half-precision CPU kernels ------------------
 
 
