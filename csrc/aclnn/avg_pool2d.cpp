@@ -47,6 +47,8 @@ extern "C" aclnnStatus aclnnAvgPool2dBackwardGetWorkspaceSize(
     p->params.divisor_override = divisorOverride;
     p->params.cube_math_type = cubeMathType;
     spatialgrad::check_avg_pool2d_backward(p->grad_output, p->self, p->grad_input, p->params);
+    // self lends only its shape: sharing its memory changes nothing.
+    check_disjoint(kPlanApi, {{"gradInput", p->grad_input}}, {{"gradOutput", p->grad_output}});
     return p;
   });
 }

@@ -19,16 +19,69 @@ thread_local std::deque<std::string> pending_messages;  // newest first
 thread_local std::string returned_message;              // owns the string last returned
 
 // Executors that phase one handed out and that are not freed yet: phase two refuses anything else
-// (a second run of a single-use executor is a use-after-free on the NPU).
+// (a second run of a single-use executor is a use-after-free on the NPU). Every test of an executor
+// and what follows from it (taking a single-use one out, marking a repeatable one running) happens in
+// one locked step, so two threads racing on one executor cannot both run or free it.
 std::mutex executors_mutex;
 std::unordered_set<const aclOpExecutor*> live_executors;
 
-bool take_live_executor(const aclOpExecutor* executor, bool erase) {
+enum class Claim { kSingleUse, kRepeatable, kUnknown, kRunning, kOtherApi };
+
+// For phase two of `api`: a live executor planned for it is claimed (single-use: out of the registry, the
+// caller owns it; repeatable: marked running). Otherwise nothing changes; *planned_for names its api.
+Claim claim_executor(aclOpExecutor* executor, const char* api, std::string* planned_for) {
   std::lock_guard<std::mutex> lock(executors_mutex);
   auto it = live_executors.find(executor);
-  if (it == live_executors.end()) return false;
-  if (erase) live_executors.erase(it);
-  return true;
+  if (it == live_executors.end()) return Claim::kUnknown;
+  if (std::string(executor->api) != api) {
+    *planned_for = executor->api;
+    return Claim::kOtherApi;
+  }
+  if (executor->running) return Claim::kRunning;
+  if (executor->repeatable) {
+    executor->running = true;
+    return Claim::kRepeatable;
+  }
+  live_executors.erase(it);
+  return Claim::kSingleUse;
+}
+
+void end_repeatable_run(aclOpExecutor* executor) {
+  std::lock_guard<std::mutex> lock(executors_mutex);
+  executor->running = false;
+}
+
+// Takes a live executor that is not running out of the registry (the caller frees it: kSingleUse) or
+// marks it repeatable (kRepeatable); otherwise kUnknown or kRunning and nothing changes.
+Claim destroy_or_mark_repeatable(aclOpExecutor* executor, bool destroy) {
+  std::lock_guard<std::mutex> lock(executors_mutex);
+  auto it = live_executors.find(executor);
+  if (it == live_executors.end()) return Claim::kUnknown;
+  if (executor->running) return Claim::kRunning;
+  if (destroy) {
+    live_executors.erase(it);
+    return Claim::kSingleUse;
+  }
+  executor->repeatable = true;
+  return Claim::kRepeatable;
+}
+
+void check_settled(const char* api, Claim claim, const char* unknown_text) {
+  SG_CHECK(claim != Claim::kUnknown, api, "(): expected a live executor, but got ", unknown_text);
+  SG_CHECK(claim != Claim::kRunning, api,
+           "(): expected an executor that is not running, but got a repeatable one that another thread is running");
+}
+
+// [first, last + 1) bytes of a non-empty view.
+std::pair<uintptr_t, uintptr_t> byte_span(const TensorView& v) {
+  int64_t lowest = 0, highest = 0;
+  for (int64_t d = 0; d < v.dim(); ++d) {
+    const int64_t reach = (v.size(d) - 1) * v.stride(d);  // bounded by view_of
+    (reach < 0 ? lowest : highest) += reach;
+  }
+  const auto base = reinterpret_cast<uintptr_t>(v.raw_data());
+  const int64_t size = dtype_size(v.dtype());
+  return {base + static_cast<uintptr_t>(lowest * size), base + static_cast<uintptr_t>((highest + 1) * size)};
 }
 
 std::string with_prefix(const char* api, const char* message) {
@@ -37,8 +90,8 @@ std::string with_prefix(const char* api, const char* message) {
   return std::string(api) + "(): " + text;
 }
 
-// DType for an aclDataType, if spatialgrad has one.
-bool to_dtype(aclDataType acl, DType* out) {
+// DType for an aclDataType code, if spatialgrad has one.
+bool to_dtype(int32_t acl, DType* out) {
   switch (acl) {
     case ACL_FLOAT: *out = DType::kFloat32; return true;
     case ACL_DOUBLE: *out = DType::kFloat64; return true;
@@ -50,7 +103,7 @@ bool to_dtype(aclDataType acl, DType* out) {
   }
 }
 
-bool accepts(Dtypes dtypes, aclDataType acl) {
+bool accepts(Dtypes dtypes, int32_t acl) {
   DType dtype;
   if (!to_dtype(acl, &dtype)) return false;
   if (dtypes == Dtypes::kIndex) return dtype == DType::kInt32 || dtype == DType::kInt64;
@@ -76,9 +129,12 @@ TensorView view_of(const char* api, const char* name, const aclTensor* t, Dtypes
                 accepted_names(dtypes), ", but got ", dtype_name(t->dtype));
   if (formats.size() != 0) {
     std::string allowed;
-    for (aclFormat f : formats) allowed += std::string(allowed.empty() ? "" : ", ") + format_name(f);
-    SG_CHECK(std::find(formats.begin(), formats.end(), t->format) != formats.end(), api, "(): expected ", name,
-             " to have format ", allowed, ", but got ", format_name(t->format));
+    bool known = false;
+    for (aclFormat f : formats) {
+      allowed += std::string(allowed.empty() ? "" : ", ") + format_name(f);
+      known = known || t->format == f;
+    }
+    SG_CHECK(known, api, "(): expected ", name, " to have format ", allowed, ", but got ", format_name(t->format));
   }
   for (int64_t s : t->view_shape) {
     SG_CHECK(s >= 0, api, "(): expected ", name, " to have non-negative sizes, but got ", format_list(t->view_shape));
@@ -150,24 +206,20 @@ TensorView output_view(const char* api, const char* name, const aclTensor* tenso
   return view;
 }
 
-void fill_zero(const TensorView& view) {
-  if (view.is_empty()) return;
-  const int64_t dims = view.dim(), bytes = dtype_size(view.dtype());
-  if (dims == 0) {
-    std::memset(view.raw_data(), 0, static_cast<size_t>(bytes));
-    return;
-  }
-  // Odometer over all but the last dimension; the last one is a strided row.
-  std::vector<int64_t> index(static_cast<size_t>(dims), 0);
-  const int64_t rows = view.numel() / view.size(-1), row_len = view.size(-1), step = view.stride(-1) * bytes;
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t offset = 0;
-    for (int64_t d = 0; d + 1 < dims; ++d) offset += index[static_cast<size_t>(d)] * view.stride(d);
-    char* p = static_cast<char*>(view.raw_data()) + offset * bytes;
-    for (int64_t i = 0; i < row_len; ++i) std::memset(p + i * step, 0, static_cast<size_t>(bytes));
-    for (int64_t d = dims - 2; d >= 0; --d) {
-      if (++index[static_cast<size_t>(d)] < view.size(d)) break;
-      index[static_cast<size_t>(d)] = 0;
+void check_disjoint(const char* api, std::initializer_list<Operand> outputs, std::initializer_list<Operand> inputs) {
+  auto meet = [](const TensorView& a, const TensorView& b) {
+    if (a.is_empty() || b.is_empty()) return false;
+    const auto sa = byte_span(a), sb = byte_span(b);
+    return sa.first < sb.second && sb.first < sa.second;
+  };
+  for (auto out = outputs.begin(); out != outputs.end(); ++out) {
+    for (auto other = outputs.begin(); other != out; ++other) {
+      SG_CHECK(!meet(out->view, other->view), api, "(): expected ", out->name, " and ", other->name,
+               " to occupy separate memory, but their spans overlap");
+    }
+    for (const Operand& in : inputs) {
+      SG_CHECK(!meet(out->view, in.view), api, "(): expected ", out->name, " not to overlap the input ", in.name,
+               " (the operator reads it while writing ", out->name, "), but their memory spans overlap");
     }
   }
 }
@@ -189,7 +241,7 @@ std::vector<bool> bool_list(const char* api, const char* name, const aclBoolArra
   return values_of<bool>(api, name, array, optional);
 }
 
-const char* dtype_name(aclDataType dtype) {
+const char* dtype_name(int32_t dtype) {
   switch (dtype) {
     case ACL_DT_UNDEFINED: return "ACL_DT_UNDEFINED";
     case ACL_FLOAT: return "ACL_FLOAT";
@@ -212,10 +264,10 @@ const char* dtype_name(aclDataType dtype) {
     case ACL_UINT1: return "ACL_UINT1";
     case ACL_COMPLEX32: return "ACL_COMPLEX32";
   }
-  return "an unknown aclDataType";
+  return "an unknown aclDataType code";
 }
 
-const char* format_name(aclFormat format) {
+const char* format_name(int32_t format) {
   switch (format) {
     case ACL_FORMAT_UNDEFINED: return "ACL_FORMAT_UNDEFINED";
     case ACL_FORMAT_NCHW: return "ACL_FORMAT_NCHW";
@@ -233,7 +285,7 @@ const char* format_name(aclFormat format) {
     case ACL_FORMAT_NC: return "ACL_FORMAT_NC";
     case ACL_FORMAT_NCL: return "ACL_FORMAT_NCL";
   }
-  return "an unknown aclFormat";
+  return "an unknown aclFormat code";
 }
 
 namespace detail {
@@ -271,16 +323,24 @@ aclnnStatus execute(const char* api, void* /*workspace*/, uint64_t /*workspace_s
                     aclrtStream /*stream*/) {
   return guarded(api, [&] {
     check_not_null(api, "executor", executor);
-    SG_CHECK(take_live_executor(executor, false), api,
+    std::string planned_for;
+    const Claim claim = claim_executor(executor, api, &planned_for);
+    SG_CHECK(claim != Claim::kUnknown, api,
              "(): expected an executor from a GetWorkspaceSize call that has not run yet (or a repeatable one), "
              "but got an unknown or already used executor");
-    SG_CHECK(std::string(executor->api) == api, api, "(): expected an executor planned for ", api,
-             ", but got one planned for ", executor->api);
-    std::unique_ptr<aclOpExecutor> owned;
-    if (!executor->repeatable) {
-      take_live_executor(executor, true);
-      owned.reset(executor);  // single-use: freed however the run ends
+    SG_CHECK(claim != Claim::kOtherApi, api, "(): expected an executor planned for ", api,
+             ", but got one planned for ", planned_for);
+    SG_CHECK(claim != Claim::kRunning, api,
+             "(): expected an executor that is not running, but got a repeatable one that another thread is running");
+    if (claim == Claim::kSingleUse) {
+      const std::unique_ptr<aclOpExecutor> owned(executor);  // single-use, ours now: freed however the run ends
+      owned->plan->run();
+      return;
     }
+    struct EndRun {
+      aclOpExecutor* executor;
+      ~EndRun() { end_repeatable_run(executor); }
+    } end_run{executor};
     executor->plan->run();
   });
 }
@@ -305,9 +365,8 @@ aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor* executor) {
   constexpr const char* kApi = "aclSetAclOpExecutorRepeatable";
   return guarded(kApi, [&] {
     spatialgrad::aclnn::check_not_null(kApi, "executor", executor);
-    SG_CHECK(spatialgrad::aclnn::take_live_executor(executor, false), kApi,
-             "(): expected a live executor, but got an unknown or already used one");
-    executor->repeatable = true;
+    spatialgrad::aclnn::check_settled(kApi, spatialgrad::aclnn::destroy_or_mark_repeatable(executor, false),
+                                      "an unknown or already used one");
   });
 }
 
@@ -315,8 +374,8 @@ aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor* executor) {
   constexpr const char* kApi = "aclDestroyAclOpExecutor";
   return guarded(kApi, [&] {
     spatialgrad::aclnn::check_not_null(kApi, "executor", executor);
-    SG_CHECK(spatialgrad::aclnn::take_live_executor(executor, true), kApi,
-             "(): expected a live executor, but got an unknown or already freed one");
+    spatialgrad::aclnn::check_settled(kApi, spatialgrad::aclnn::destroy_or_mark_repeatable(executor, true),
+                                      "an unknown or already freed one");
     delete executor;
   });
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -20,8 +21,10 @@ struct aclTensor {
   std::vector<int64_t> view_shape;
   std::vector<int64_t> strides;  // elements
   int64_t offset = 0;            // elements from data
-  aclDataType dtype = ACL_DT_UNDEFINED;
-  aclFormat format = ACL_FORMAT_UNDEFINED;
+  // The aclDataType / aclFormat as given, kept as integers: a caller may pass any int (999), and
+  // loading such a value as the enum type is undefined behaviour; operators compare the codes.
+  int32_t dtype = ACL_DT_UNDEFINED;
+  int32_t format = ACL_FORMAT_UNDEFINED;
   std::vector<int64_t> storage_shape;
   void* data = nullptr;
 };
@@ -47,10 +50,13 @@ class Plan {
 
 }  // namespace spatialgrad::aclnn
 
+// Fields are read and written under the executor registry's lock (common.cpp), except the plan, which
+// only the thread that claimed the executor for a run touches.
 struct aclOpExecutor {
   const char* api = nullptr;  // the phase-two function this executor belongs to
   std::unique_ptr<spatialgrad::aclnn::Plan> plan;
   bool repeatable = false;
+  bool running = false;  // a repeatable executor claimed by a phase two in progress
 };
 
 namespace spatialgrad::aclnn {
@@ -98,11 +104,31 @@ std::vector<int64_t> int_list(const char* api, const char* name, const aclIntArr
 std::vector<float> float_list(const char* api, const char* name, const aclFloatArray* array, bool optional = false);
 std::vector<bool> bool_list(const char* api, const char* name, const aclBoolArray* array, bool optional = false);
 
-// Writes zero to every element of `view` (through its strides; any dtype: floating zero is all-zero bits).
-void fill_zero(const TensorView& view);
+// A tensor argument for check_disjoint.
+struct Operand {
+  const char* name;
+  const TensorView& view;
+};
 
-const char* dtype_name(aclDataType dtype);
-const char* format_name(aclFormat format);
+// Refuses (161002) an output whose memory span (the bytes from its first to its last element) meets
+// another output's, or that of an input the operator reads: the kernels read inputs while they write
+// outputs, and write outputs in parallel, so any sharing gives wrong results. The spans make the test
+// conservative: two outputs interleaved in one buffer (disjoint elements, overlapping spans) are refused too.
+void check_disjoint(const char* api, std::initializer_list<Operand> outputs, std::initializer_list<Operand> inputs);
+
+// Names of aclDataType / aclFormat codes (any int32: unknown codes are named as such).
+const char* dtype_name(int32_t dtype);
+const char* format_name(int32_t format);
+
+// The value of an enum argument as an integer, without loading it as the enum type (a C caller may pass
+// any int; such a load is undefined behaviour).
+template <class Enum>
+int32_t enum_code(const Enum& value) {
+  static_assert(sizeof(Enum) == sizeof(int32_t), "aclnn enums are 32-bit");
+  int32_t code;
+  std::memcpy(&code, &value, sizeof(code));
+  return code;
+}
 
 // ---- implementation of the templates ----
 

@@ -20,8 +20,8 @@ struct GridSampler2DBackwardPlan final : Plan {
   void run() override {
     // The caller allocated both outputs (on the NPU: uninitialised memory); one it did not ask for
     // reads as zeros rather than garbage.
-    if (!output_mask[0]) fill_zero(grad_input);
-    if (!output_mask[1]) fill_zero(grad_grid);
+    if (!output_mask[0]) fill_zeros(grad_input);
+    if (!output_mask[1]) fill_zeros(grad_grid);
     grid_sampler_2d_backward(grad_output, input, grid, grad_input, grad_grid, params, output_mask);
   }
 };
@@ -60,6 +60,8 @@ extern "C" aclnnStatus aclnnGridSampler2DBackwardGetWorkspaceSize(
                                                 p->params, p->output_mask);
     spatialgrad::check_grid_sampler_2d_backward(p->grad_output, p->input, p->grid, p->grad_input, p->grad_grid,
                                                 p->params, {true, true});
+    check_disjoint(kPlanApi, {{"inputGrad", p->grad_input}, {"gridGrad", p->grad_grid}},
+                   {{"gradOutput", p->grad_output}, {"input", p->input}, {"grid", p->grid}});
     return p;
   });
 }

@@ -63,8 +63,8 @@ aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDat
       tensor->strides = spatialgrad::contiguous_strides(tensor->view_shape);
     }
     tensor->offset = offset;
-    tensor->dtype = dataType;
-    tensor->format = format;
+    tensor->dtype = spatialgrad::aclnn::enum_code(dataType);  // not loaded as the enum: any int is allowed here
+    tensor->format = spatialgrad::aclnn::enum_code(format);
     tensor->storage_shape.assign(storageDims, storageDims + storageDimsNum);
     tensor->data = tensorData;
     return tensor.release();

@@ -76,6 +76,11 @@ extern "C" aclnnStatus aclnnMultiScaleDeformableAttentionGradGetWorkspaceSize(
     spatialgrad::check_ms_deform_attn_backward(p->value, p->spatial_shapes, p->level_start_index, p->location,
                                                p->attn_weight, p->grad_output, p->grad_value, p->grad_location,
                                                p->grad_attn_weight);
+    check_disjoint(kPlanApi,
+                   {{"gradValue", p->grad_value}, {"gradLocation", p->grad_location},
+                    {"gradAttnWeight", p->grad_attn_weight}},
+                   {{"value", p->value}, {"spatialShape", p->spatial_shapes}, {"levelStartIndex", p->level_start_index},
+                    {"location", p->location}, {"attnWeight", p->attn_weight}, {"gradOutput", p->grad_output}});
     return p;
   });
 }

@@ -48,6 +48,7 @@ extern "C" aclnnStatus aclnnRoiAlignV2BackwardGetWorkspaceSize(
     p->params.sampling_ratio = samplingRatio;
     p->params.aligned = aligned;
     spatialgrad::check_roi_align_backward(p->grad_output, p->boxes, p->input_shape, p->grad_input, p->params);
+    check_disjoint(kPlanApi, {{"gradInput", p->grad_input}}, {{"gradOutput", p->grad_output}, {"boxes", p->boxes}});
     return p;
   });
 }

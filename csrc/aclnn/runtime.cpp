@@ -175,7 +175,8 @@ aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count, a
                                              std::to_string(count) + " > destMax " + std::to_string(destMax));
   }
   bool dst_on_device = false, src_on_device = false;
-  switch (kind) {
+  const int32_t kind_code = spatialgrad::aclnn::enum_code(kind);  // any int may come from C
+  switch (kind_code) {
     case ACL_MEMCPY_HOST_TO_HOST: break;
     case ACL_MEMCPY_HOST_TO_DEVICE: dst_on_device = true; break;
     case ACL_MEMCPY_DEVICE_TO_HOST: src_on_device = true; break;
@@ -183,7 +184,7 @@ aclError aclrtMemcpy(void* dst, size_t destMax, const void* src, size_t count, a
     case ACL_MEMCPY_DEFAULT: break;  // the runtime infers the direction: anything goes
     default:
       return fail(ACL_ERROR_INVALID_PARAM,
-                  std::string(kApi) + "expected an aclrtMemcpyKind, but got " + std::to_string(static_cast<int>(kind)));
+                  std::string(kApi) + "expected an aclrtMemcpyKind, but got " + std::to_string(kind_code));
   }
   if (dst_on_device && !in_device_block(dst, count)) {
     return fail(ACL_ERROR_INVALID_PARAM, std::string(kApi) + "expected dst to be " + std::to_string(count) +

@@ -26,7 +26,7 @@ struct UpsampleBilinear2dBackwardPlan final : Plan {
 };
 
 // ND carries no layout; a 4-D ND tensor is NCHW, as in CANN.
-Layout layout_of(aclFormat format) { return format == ACL_FORMAT_NHWC ? Layout::kNHWC : Layout::kNCHW; }
+Layout layout_of(int32_t format) { return format == ACL_FORMAT_NHWC ? Layout::kNHWC : Layout::kNCHW; }
 
 }  // namespace
 }  // namespace spatialgrad::aclnn
@@ -57,6 +57,7 @@ extern "C" aclnnStatus aclnnUpsampleBilinear2dBackwardV2GetWorkspaceSize(
     p->scales_w = scalesW;
     spatialgrad::check_upsample_bilinear2d_backward(p->grad_output, p->output_size, p->input_size, p->layout,
                                                     p->grad_input);
+    check_disjoint(kPlanApi, {{"out", p->grad_input}}, {{"gradOut", p->grad_output}});
     return p;
   });
 }

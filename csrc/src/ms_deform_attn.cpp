@@ -114,6 +114,12 @@ Problem validate(const char* op, const TensorView& value, const TensorView& spat
   return pb;
 }
 
+// No query, level, point or channel: the sums are empty, the results zeros. The kernels are not run: they
+// would form pointers into the empty tensors, whose data may be null (null + offset is undefined).
+bool nothing_sampled(const Problem& pb) {
+  return pb.queries == 0 || pb.levels == 0 || pb.points == 0 || pb.channels == 0;
+}
+
 // Strided views flattened into the index arithmetic the kernels need.
 struct Strides {
   int64_t v[4], loc[6], attn[5];
@@ -713,6 +719,7 @@ void ms_deform_attn(const TensorView& value, const TensorView& spatial_shapes, c
                         ms_deform_attn_output_shape(value.sizes(), sampling_locations.sizes()));
     detail::check_same_dtype(kForward, "output", output, "value", value);
     if (output.is_empty()) return;
+    if (nothing_sampled(pb)) return fill_zeros(output);
     if constexpr (detail::kIsHalfType<T>) {
       // value rows are widened as the kernel packs them, output rows narrowed as it writes them; the
       // locations and weights, read one at a time, are staged in float32 (detail/float_staging.h).
@@ -773,6 +780,12 @@ void ms_deform_attn_backward(const TensorView& value, const TensorView& spatial_
         validate_backward(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, grad_output,
                           grad_value, grad_sampling_locations, grad_attention_weights);
     if (pb.batch == 0 || pb.heads == 0) return;  // every output is empty
+    if (nothing_sampled(pb)) {
+      fill_zeros(grad_value);
+      fill_zeros(grad_sampling_locations);
+      fill_zeros(grad_attention_weights);
+      return;
+    }
     if constexpr (detail::kIsHalfType<T>) {
       // As in the forward: value, grad_output and grad_value rows converted as the kernel packs and
       // writes them, the points and their gradients staged in float32 (detail/float_staging.h).

@@ -290,6 +290,11 @@ void ms_deform_attn_double_backward(const TensorView& value, const TensorView& s
                       grad_grad_value, grad_grad_sampling_locations, grad_grad_attention_weights, d_value,
                       d_sampling_locations, d_attention_weights, d_grad_output);
   if (shape.batch == 0 || shape.heads == 0) return;  // every output is empty
+  if (shape.queries == 0 || shape.levels == 0 || shape.points == 0 || shape.channels == 0) {
+    // Empty sums: zeros, without forming pointers into empty (possibly null) tensors.
+    for (const TensorView* t : {&d_value, &d_sampling_locations, &d_attention_weights, &d_grad_output}) fill_zeros(*t);
+    return;
+  }
   dispatch_floating(value.dtype(), kOp, "value", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (detail::kIsHalfType<T>) {

@@ -238,18 +238,6 @@ void forward_kernel(const TensorView& input, const TensorView& output, const det
   });
 }
 
-// grad_input = 0 without the kernel: its per-thread bin scratch (pooled_h * pooled_w lanes) is bounded
-// by grad_output only when there is at least one ROI.
-template <class T>
-void zero_fill(const TensorView& t) {
-  T* data = t.data<T>();
-  for (int64_t n = 0; n < t.size(0); ++n)
-    for (int64_t c = 0; c < t.size(1); ++c)
-      for (int64_t y = 0; y < t.size(2); ++y)
-        for (int64_t x = 0; x < t.size(3); ++x)
-          data[n * t.stride(0) + c * t.stride(1) + y * t.stride(2) + x * t.stride(3)] = store_as<T>(AccType<T>(0));
-}
-
 // Channel-block split of the scatter: task (image b, block) owns grad_input[b, c0:c0+L] and walks the
 // image's ROIs in their original order, so every element sums its contributions in one fixed order
 // (torchvision's: ROI, ph, pw, iy, ix, corner) whatever the thread count, with no atomics.
@@ -433,7 +421,9 @@ void roi_align_backward(const TensorView& grad_output, const TensorView& boxes, 
     } else {
       const std::vector<int64_t> image = image_indices<T>(kBackward, boxes, input_shape[0]);
       if (grad_input.is_empty()) return;
-      if (grad_output.is_empty()) return zero_fill<T>(grad_input);  // no ROI: nothing to scatter
+      // No ROI: nothing to scatter (and the kernel's per-thread bin scratch, pooled_h * pooled_w lanes, is
+      // bounded by grad_output only when there is at least one ROI).
+      if (grad_output.is_empty()) return fill_zeros(grad_input);
       const auto table =
           detail::build_roi_table<T>(boxes, image, input_shape[0], input_shape[2], input_shape[3], params);
       backward_kernel<T>(grad_output, grad_input, table);

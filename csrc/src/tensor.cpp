@@ -1,5 +1,6 @@
 #include "spatialgrad/tensor.h"
 
+#include <cstring>
 #include <sstream>
 #include <utility>
 
@@ -92,6 +93,28 @@ std::string format_list(const std::vector<int64_t>& values, const char* open, co
   if (values.size() == 1 && open[0] == '(') stream << ",";
   stream << close;
   return stream.str();
+}
+
+void fill_zeros(const TensorView& view) {
+  if (view.is_empty()) return;
+  const int64_t dims = view.dim(), bytes = dtype_size(view.dtype());
+  if (dims == 0) {
+    std::memset(view.raw_data(), 0, static_cast<size_t>(bytes));
+    return;
+  }
+  // Odometer over all but the last dimension; the last one is a strided row.
+  std::vector<int64_t> index(static_cast<size_t>(dims), 0);
+  const int64_t rows = view.numel() / view.size(-1), row_len = view.size(-1), step = view.stride(-1) * bytes;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d + 1 < dims; ++d) offset += index[static_cast<size_t>(d)] * view.stride(d);
+    char* p = static_cast<char*>(view.raw_data()) + offset * bytes;
+    for (int64_t i = 0; i < row_len; ++i) std::memset(p + i * step, 0, static_cast<size_t>(bytes));
+    for (int64_t d = dims - 2; d >= 0; --d) {
+      if (++index[static_cast<size_t>(d)] < view.size(d)) break;
+      index[static_cast<size_t>(d)] = 0;
+    }
+  }
 }
 
 }  // namespace spatialgrad

@@ -66,6 +66,19 @@ struct HostTensor {
   }
 };
 
+// A contiguous aclTensor over memory owned elsewhere (to place one tensor inside another's buffer).
+struct AliasTensor {
+  aclTensor* tensor;
+  AliasTensor(std::vector<int64_t> shape, aclDataType dtype, void* data) {
+    const std::vector<int64_t> strides = contiguous_strides(shape), storage{numel(shape)};
+    tensor = aclCreateTensor(shape.data(), shape.size(), dtype, strides.data(), 0, ACL_FORMAT_ND, storage.data(), 1,
+                             data);
+  }
+  AliasTensor(const AliasTensor&) = delete;
+  AliasTensor& operator=(const AliasTensor&) = delete;
+  ~AliasTensor() { aclDestroyTensor(tensor); }
+};
+
 struct IntArray {
   aclIntArray* array;
   explicit IntArray(std::vector<int64_t> values) : array(aclCreateIntArray(values.data(), values.size())) {}

@@ -15,6 +15,7 @@
 
 namespace {
 
+using aclnn_testing::AliasTensor;
 using aclnn_testing::core_view;
 using aclnn_testing::HostTensor;
 using aclnn_testing::numel;
@@ -416,6 +417,22 @@ TEST(AclnnGridSampler2DBackwardErrors, OutputElementsMustNotOverlap) {
   EXPECT_ACL_STATUS(a.call(), ACLNN_SUCCESS, "");
   EXPECT_ACL_STATUS(run(a.go.tensor, a.input.tensor, a.grid.tensor, a.m, a.ig.tensor, gg.tensor), kInvalid,
                     "expected gridGrad to have no two elements at the same address");
+}
+
+// Before, only overlap within one output was checked: gridGrad inside inputGrad's buffer returned 0
+// and the two outputs overwrote each other.
+TEST(AclnnGridSampler2DBackwardErrors, OutputsMustNotOverlapEachOtherOrTheInputs) {
+  Args a;
+  AliasTensor inside_input_grad({2, 4, 5, 2}, ACL_FLOAT, a.ig.storage.data() + 10);
+  EXPECT_ACL_STATUS(run(a.go.tensor, a.input.tensor, a.grid.tensor, a.m, a.ig.tensor, inside_input_grad.tensor),
+                    kInvalid, "expected gridGrad and inputGrad to occupy separate memory");
+  AliasTensor over_grid({2, 4, 5, 2}, ACL_FLOAT, a.grid.storage.data());
+  EXPECT_ACL_STATUS(run(a.go.tensor, a.input.tensor, a.grid.tensor, a.m, a.ig.tensor, over_grid.tensor), kInvalid,
+                    "expected gridGrad not to overlap the input grid");
+  // Both outputs in one allocation, side by side: fine.
+  std::vector<float> buffer(2 * 3 * 6 * 7 + 2 * 4 * 5 * 2);
+  AliasTensor ig({2, 3, 6, 7}, ACL_FLOAT, buffer.data()), gg({2, 4, 5, 2}, ACL_FLOAT, buffer.data() + 2 * 3 * 6 * 7);
+  EXPECT_ACL_STATUS(run(a.go.tensor, a.input.tensor, a.grid.tensor, a.m, ig.tensor, gg.tensor), ACLNN_SUCCESS, "");
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 namespace {
 
+using aclnn_testing::AliasTensor;
 using aclnn_testing::core_view;
 using aclnn_testing::HostTensor;
 using aclnn_testing::numel;
@@ -395,6 +396,16 @@ TEST(AclnnMultiScaleDeformableAttentionGradErrors, OutputElementsMustNotOverlap)
   HostTensor<float> gw({2, 3, 2, 2, 3}, {0, 12, 6, 3, 1}, 0, 36, ACL_FLOAT, 0.0f);
   EXPECT_ACL_STATUS(a.with(kGradWeight, gw.tensor), kInvalid,
                     "expected gradAttnWeight to have no two elements at the same address");
+}
+
+TEST(AclnnMultiScaleDeformableAttentionGradErrors, OutputsMustNotOverlapEachOtherOrTheInputs) {
+  Args a;
+  AliasTensor inside_location({2, 3, 2, 2, 3}, ACL_FLOAT, a.grad_location.storage.data() + 5);
+  EXPECT_ACL_STATUS(a.with(kGradWeight, inside_location.tensor), kInvalid,
+                    "expected gradAttnWeight and gradLocation to occupy separate memory");
+  AliasTensor over_value({2, 16, 2, 5}, ACL_FLOAT, a.value.storage.data());
+  EXPECT_ACL_STATUS(a.with(kGradValue, over_value.tensor), kInvalid,
+                    "expected gradValue not to overlap the input value");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The acl runtime emulation, tensor/array objects, executors and error messages (no operator maths).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -12,6 +13,7 @@
 
 namespace {
 
+using aclnn_testing::AliasTensor;
 using aclnn_testing::HostTensor;
 using aclnn_testing::IntArray;
 using aclnn_testing::take_error_message;
@@ -245,6 +247,122 @@ TEST(AclnnExecutor, RepeatableRunsAgainUntilDestroyed) {
   EXPECT_ACL_STATUS(aclDestroyAclOpExecutor(nullptr), ACLNN_ERR_PARAM_NULLPTR, "expected executor to be non-null");
   EXPECT_ACL_STATUS(aclSetAclOpExecutorRepeatable(nullptr), ACLNN_ERR_PARAM_NULLPTR,
                     "expected executor to be non-null");
+}
+
+// Two threads start phase two of one single-use executor at once, many times: exactly one runs it, the
+// other gets 161002 (before, the test and the removal were two locked steps: both could pass the test,
+// and one then used the executor the other had freed).
+TEST(AclnnExecutor, TwoThreadsRacingOnOneExecutorRunItOnce) {
+  for (int round = 0; round < 200; ++round) {
+    TinyPool pool;
+    uint64_t workspace = 0;
+    aclOpExecutor* executor = nullptr;
+    ASSERT_EQ(pool.plan(&executor, &workspace), ACLNN_SUCCESS);
+    std::atomic<int> arrived{0};
+    aclnnStatus status[2];
+    std::string message[2];
+    auto race = [&](int k) {
+      arrived.fetch_add(1);
+      while (arrived.load() < 2) {
+      }
+      status[k] = aclnnAvgPool2dBackward(nullptr, 0, executor, nullptr);
+      message[k] = take_error_message();
+    };
+    std::thread first(race, 0), second(race, 1);
+    first.join();
+    second.join();
+    const int winner = status[0] == ACLNN_SUCCESS ? 0 : 1;
+    ASSERT_EQ(status[winner], ACLNN_SUCCESS) << message[winner];
+    ASSERT_EQ(status[1 - winner], ACLNN_ERR_PARAM_INVALID) << "round " << round;
+    EXPECT_NE(message[1 - winner].find("unknown or already used executor"), std::string::npos) << message[1 - winner];
+    EXPECT_EQ(pool.grad_input.storage, std::vector<float>(4, 1.0f));
+  }
+}
+
+// A repeatable executor run by one thread while another destroys it: the destroy waits for no run
+// (it fails while one is in progress) and no run uses a freed executor.
+TEST(AclnnExecutor, DestroyRacingWithRunsOfARepeatableExecutor) {
+  for (int round = 0; round < 50; ++round) {
+    TinyPool pool;
+    uint64_t workspace = 0;
+    aclOpExecutor* executor = nullptr;
+    ASSERT_EQ(pool.plan(&executor, &workspace), ACLNN_SUCCESS);
+    ASSERT_EQ(aclSetAclOpExecutorRepeatable(executor), ACLNN_SUCCESS);
+    std::atomic<bool> destroyed{false};
+    std::vector<aclnnStatus> runs;
+    std::thread runner([&] {
+      for (int i = 0; i < 20; ++i) runs.push_back(aclnnAvgPool2dBackward(nullptr, 0, executor, nullptr));
+      take_error_message();
+    });
+    std::thread destroyer([&] {
+      while (aclDestroyAclOpExecutor(executor) != ACLNN_SUCCESS) {
+      }
+      destroyed = true;
+      take_error_message();
+    });
+    runner.join();
+    destroyer.join();
+    EXPECT_TRUE(destroyed);
+    bool gone = false;  // once a run fails, the executor was destroyed: every later run fails too
+    for (aclnnStatus st : runs) {
+      EXPECT_TRUE(st == ACLNN_SUCCESS || st == ACLNN_ERR_PARAM_INVALID);
+      if (gone) EXPECT_EQ(st, ACLNN_ERR_PARAM_INVALID);
+      gone = gone || st != ACLNN_SUCCESS;
+    }
+  }
+}
+
+// Enum arguments are checked as integers: a C caller may pass any int (UBSan: load of an invalid enum value).
+TEST(AclnnTensor, UnknownDtypeAndFormatCodesAreErrors) {
+  TinyPool pool;
+  int32_t bad = 999;
+  aclDataType bad_dtype;
+  aclFormat bad_format;
+  std::memcpy(&bad_dtype, &bad, sizeof(bad));
+  std::memcpy(&bad_format, &bad, sizeof(bad));
+  const std::vector<int64_t> shape{1, 1, 1, 1}, strides{1, 1, 1, 1}, storage{1};
+  float value = 1.0f;
+  aclTensor* odd_dtype = aclCreateTensor(shape.data(), 4, bad_dtype, strides.data(), 0, ACL_FORMAT_ND, storage.data(),
+                                         1, &value);
+  aclTensor* odd_format = aclCreateTensor(shape.data(), 4, ACL_FLOAT, strides.data(), 0, bad_format, storage.data(),
+                                          1, &value);
+  uint64_t workspace = 0;
+  aclOpExecutor* executor = nullptr;
+  EXPECT_ACL_STATUS(aclnnAvgPool2dBackwardGetWorkspaceSize(odd_dtype, pool.self.tensor, pool.kernel.array, nullptr,
+                                                           pool.padding.array, false, true, 0, 0,
+                                                           pool.grad_input.tensor, &workspace, &executor),
+                    ACLNN_ERR_PARAM_INVALID, "expected gradOutput to have dtype ACL_FLOAT16, ACL_BF16, ACL_FLOAT, "
+                                             "ACL_DOUBLE, but got an unknown aclDataType code");
+  EXPECT_ACL_STATUS(aclnnAvgPool2dBackwardGetWorkspaceSize(odd_format, pool.self.tensor, pool.kernel.array, nullptr,
+                                                           pool.padding.array, false, true, 0, 0,
+                                                           pool.grad_input.tensor, &workspace, &executor),
+                    ACLNN_ERR_PARAM_INVALID, "but got an unknown aclFormat code");
+  aclDestroyTensor(odd_dtype);
+  aclDestroyTensor(odd_format);
+  aclrtMemcpyKind bad_kind;
+  std::memcpy(&bad_kind, &bad, sizeof(bad));
+  EXPECT_ACL_STATUS(aclrtMemcpy(&value, 4, &bad, 4, bad_kind), ACL_ERROR_INVALID_PARAM,
+                    "expected an aclrtMemcpyKind, but got 999");
+}
+
+// Outputs that share memory with each other or with an input the operator reads are refused; sharing
+// with an argument that lends only its shape (avg_pool2d's self) is allowed.
+TEST(AclnnTensor, OutputsMustNotOverlapReadInputs) {
+  TinyPool pool;
+  uint64_t workspace = 0;
+  aclOpExecutor* executor = nullptr;
+  AliasTensor over_grad_output({1, 1, 2, 2}, ACL_FLOAT, pool.grad_output.storage.data());
+  EXPECT_ACL_STATUS(aclnnAvgPool2dBackwardGetWorkspaceSize(pool.grad_output.tensor, pool.self.tensor,
+                                                           pool.kernel.array, nullptr, pool.padding.array, false, true,
+                                                           0, 0, over_grad_output.tensor, &workspace, &executor),
+                    ACLNN_ERR_PARAM_INVALID, "expected gradInput not to overlap the input gradOutput");
+  AliasTensor over_self({1, 1, 2, 2}, ACL_FLOAT, pool.self.storage.data());
+  EXPECT_ACL_STATUS(aclnnAvgPool2dBackwardGetWorkspaceSize(pool.grad_output.tensor, pool.self.tensor,
+                                                           pool.kernel.array, nullptr, pool.padding.array, false, true,
+                                                           0, 0, over_self.tensor, &workspace, &executor),
+                    ACLNN_SUCCESS, "");
+  EXPECT_ACL_STATUS(aclnnAvgPool2dBackward(nullptr, 0, executor, nullptr), ACLNN_SUCCESS, "");
+  EXPECT_EQ(pool.self.storage, std::vector<float>(4, 1.0f));
 }
 
 TEST(AclnnExecutor, FailedPlanningHandsOutNoExecutor) {

@@ -47,6 +47,9 @@ class TensorView {
   int64_t numel_ = 0;
 };
 
+// Writes zero to every element of `view` through its strides (any dtype: zero is all-zero bits).
+void fill_zeros(const TensorView& view);
+
 // C-contiguous strides for `sizes`.
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes);
 // Product of sizes; throws an OverflowError-kind error when it does not fit int64.
