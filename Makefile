@@ -6,7 +6,7 @@ JOBS    ?= 2
 CMAKE   := cmake
 ROOT    := $(CURDIR)
 
-.PHONY: all bootstrap install cpp-test python-test test asan-test demo examples bench clean
+.PHONY: all bootstrap install cpp-test python-test test asan-test clang-test fuzz demo examples bench clean
 
 all: test
 
@@ -36,6 +36,25 @@ asan-test: bootstrap
 	$(CMAKE) -S . -B $(BUILD)/asan -DCMAKE_BUILD_TYPE=Debug -DSPATIALGRAD_BUILD_TESTS=ON -DSPATIALGRAD_SANITIZE=ON
 	$(CMAKE) --build $(BUILD)/asan -j $(JOBS)
 	ctest --test-dir $(BUILD)/asan --output-on-failure -j $(JOBS)
+
+# The C++ suite built with clang 14 (the library builds with GCC and clang; clang builds have no AVX2 clones).
+CLANG_CC  ?= clang-14
+CLANG_CXX ?= clang++-14
+clang-test: bootstrap
+	CC=$(CLANG_CC) CXX=$(CLANG_CXX) $(CMAKE) -S . -B $(BUILD)/clang -DSPATIALGRAD_BUILD_TESTS=ON
+	$(CMAKE) --build $(BUILD)/clang -j $(JOBS)
+	ctest --test-dir $(BUILD)/clang --output-on-failure -j $(JOBS)
+
+# libFuzzer over the aclnn C API (ASan + UBSan) for FUZZ_SECONDS, from the seed corpus (copied: new
+# inputs go to a temporary directory, not into the repository).
+FUZZ_SECONDS ?= 60
+fuzz: bootstrap
+	CC=$(CLANG_CC) CXX=$(CLANG_CXX) $(CMAKE) -S . -B $(BUILD)/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DSPATIALGRAD_BUILD_FUZZ=ON -DSPATIALGRAD_BUILD_ACLNN=OFF
+	$(CMAKE) --build $(BUILD)/fuzz --target aclnn_fuzz -j $(JOBS)
+	corpus=$$(mktemp -d) && cp tests/fuzz/corpus/* $$corpus/ && \
+	  SPATIALGRAD_NUM_THREADS=2 $(BUILD)/fuzz/aclnn_fuzz -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	  -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ $$corpus; status=$$?; rm -rf $$corpus; exit $$status
 
 # The quick start, then a tiny detector trained with all five operators (gradients checked against torch).
 demo: install

@@ -794,6 +794,13 @@ void grid_sampler_2d_backward(const TensorView& grad_output, const TensorView& i
   dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
     using T = decltype(tag);
     if ((!want_input || grad_input.is_empty()) && (!want_grid || grad_grid.is_empty())) return;
+    if (grad_output.is_empty()) {
+      // No output point or no channel: zero gradients, without forming pointers into the empty (possibly
+      // null) tensors (found by the aclnn fuzzer).
+      if (want_input) fill_zeros(grad_input);
+      if (want_grid) fill_zeros(grad_grid);
+      return;
+    }
     if constexpr (detail::kIsHalfType<T>) {  // detail/float_staging.h
       using detail::FloatStaging;
       const auto staged_grad_output = FloatStaging::copy_of(grad_output);

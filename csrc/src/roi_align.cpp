@@ -371,7 +371,7 @@ void roi_align(const TensorView& input, const TensorView& boxes, const TensorVie
     } else {
       const std::vector<int64_t> image = image_indices<T>(kForward, boxes, input.size(0));
       if (output.is_empty()) return;
-      const auto table = detail::build_roi_table<T>(boxes, image, input.size(0), input.size(2), input.size(3), params);
+      const auto table = detail::build_roi_table<T>(kForward, boxes, image, input.size(0), input.size(2), input.size(3), params);
       forward_kernel<T>(input, output, table);
     }
   });
@@ -425,7 +425,7 @@ void roi_align_backward(const TensorView& grad_output, const TensorView& boxes, 
       // bounded by grad_output only when there is at least one ROI).
       if (grad_output.is_empty()) return fill_zeros(grad_input);
       const auto table =
-          detail::build_roi_table<T>(boxes, image, input_shape[0], input_shape[2], input_shape[3], params);
+          detail::build_roi_table<T>(kBackward, boxes, image, input_shape[0], input_shape[2], input_shape[3], params);
       backward_kernel<T>(grad_output, grad_input, table);
     }
   });

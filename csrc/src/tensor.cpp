@@ -1,6 +1,7 @@
 #include "spatialgrad/tensor.h"
 
 #include <cstring>
+#include <limits>
 #include <sstream>
 #include <utility>
 
@@ -59,7 +60,8 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
   int64_t step = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     strides[i] = step;
-    step *= sizes[i] > 0 ? sizes[i] : 1;
+    // Saturated on overflow (no undefined behaviour): such sizes fail the numel check of whoever uses them.
+    if (__builtin_mul_overflow(step, sizes[i] > 0 ? sizes[i] : 1, &step)) step = std::numeric_limits<int64_t>::max();
   }
   return strides;
 }

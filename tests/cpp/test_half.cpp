@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "detail/convert.h"
+#include "detail/cpu.h"
 #include "detail/float_staging.h"
 #include "spatialgrad/dtype.h"
 #include "spatialgrad/parallel.h"
@@ -154,6 +155,20 @@ TEST(Half, KnownValues) {
   EXPECT_EQ(to_half(-HUGE_VALF).bits, 0xfc00);
 }
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// The cpuid/xgetbv detection (detail/cpu.h, which clang builds use too) agrees with GCC's builtins.
+TEST(CpuFeatures, AgreeWithGccsBuiltins) {
+  const detail::CpuFeatures& f = detail::cpu_features();
+  EXPECT_EQ(f.avx, static_cast<bool>(__builtin_cpu_supports("avx")));
+  EXPECT_EQ(f.avx2, static_cast<bool>(__builtin_cpu_supports("avx2")));
+  EXPECT_EQ(f.f16c, static_cast<bool>(__builtin_cpu_supports("f16c")));
+  EXPECT_EQ(f.avx512f, static_cast<bool>(__builtin_cpu_supports("avx512f")));
+  EXPECT_EQ(f.avx512bw, static_cast<bool>(__builtin_cpu_supports("avx512bw")));
+  EXPECT_EQ(f.avx512vl, static_cast<bool>(__builtin_cpu_supports("avx512vl")));
+  EXPECT_EQ(f.avx512bf16, static_cast<bool>(__builtin_cpu_supports("avx512bf16")));
+}
+#endif
+
 #ifdef SG_TEST_F16C
 __attribute__((target("f16c"))) uint16_t hardware_to_half(float f) {
   return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
@@ -161,7 +176,7 @@ __attribute__((target("f16c"))) uint16_t hardware_to_half(float f) {
 __attribute__((target("f16c"))) float hardware_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
 TEST(Half, AgreesWithTheF16cInstructions) {
-  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "this CPU has no F16C";
+  if (!detail::cpu_features().f16c) GTEST_SKIP() << "this CPU has no F16C";
   for (uint32_t b : test_patterns()) {
     const float f = float_of(b);
     ASSERT_EQ(to_half(f).bits, hardware_to_half(f)) << "float bits " << std::hex << b;

@@ -90,7 +90,8 @@ class RoiAlignSweep : public ::testing::TestWithParam<std::tuple<bool, int, doub
 TEST_P(RoiAlignSweep, ForwardAndBackwardMatchNaiveLoops) {
   const auto [aligned, sampling_ratio, scale] = GetParam();
   const int64_t B = 2, C = 19, H = 11, W = 17, K = 23;  // C is not a multiple of the lane width
-  for (auto [PH, PW] : {std::pair<int64_t, int64_t>{3, 4}, {1, 1}, {7, 7}}) {
+  for (auto pooled : {std::pair<int64_t, int64_t>{3, 4}, {1, 1}, {7, 7}}) {
+    const int64_t PH = pooled.first, PW = pooled.second;  // (lambdas cannot capture structured bindings in C++17)
     RoiAlignParams p;
     p.pooled_height = PH;
     p.pooled_width = PW;
@@ -203,6 +204,25 @@ TEST(RoiAlign, HugeAdaptiveBoxCostsOnlyItsSamplesNearTheImage) {
   // Bin (1, 1) starts at 0: about 9 x 9 of its 1e12 samples land in [-1, 8]^2.
   EXPECT_GT(std::fabs(y[3]), 0.0);
   EXPECT_LT(std::fabs(y[3]), 1e-9);
+}
+
+// A sampling_ratio in the billions (found by the aclnn fuzzer: it allocated gigabytes of taps) is a
+// clear error, as is a zero-size bin whose samples would all sit at one place; a large but sane grid runs.
+TEST(RoiAlign, SampleGridsBeyondTheLimitsAreErrors) {
+  auto x = random_tensor<double>({1, 2, 8, 8}, 4);
+  OwnedTensor<double> boxes({1, 5}), y({1, 2, 2, 2}), g({1, 2, 2, 2}, 1.0), gi({1, 2, 8, 8});
+  RoiAlignParams p;
+  p.pooled_height = p.pooled_width = 2;
+  for (std::vector<double> box : {std::vector<double>{0, 1, 1, 6, 6}, std::vector<double>{0, 3, 3, 3, 3}}) {
+    set_values(boxes, box);
+    p.sampling_ratio = int64_t(1) << 31;
+    expect_error([&] { roi_align(x.view, boxes.view, y.view, p); }, ErrorKind::kInvalidArgument,
+                 "roi_align(): expected a sampling grid of at most 2^24 samples per axis and 2^36 sample points");
+    expect_error([&] { roi_align_backward(g.view, boxes.view, {1, 2, 8, 8}, gi.view, p); },
+                 ErrorKind::kInvalidArgument, "roi_align_backward(): expected a sampling grid");
+    p.sampling_ratio = 4096;  // 8192 samples per axis, 6.7e7 points: allowed
+    roi_align(x.view, boxes.view, y.view, p);
+  }
 }
 
 TEST(RoiAlign, NoRoisGiveZerosWhateverThePooledSize) {

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "spatialgrad/dtype.h"
 #include "spatialgrad/error.h"
 #include "spatialgrad/tensor.h"
@@ -20,6 +22,15 @@ TEST(TensorView, ContiguousStridesByDefault) {
   EXPECT_EQ(v.size(-1), 4);
   EXPECT_EQ(v.stride(-3), 12);
   EXPECT_EQ(v.shape_string(), "(2, 3, 4)");
+}
+
+TEST(TensorView, ContiguousStridesOfHugeSizesSaturateInsteadOfOverflowing) {
+  // (found by the aclnn fuzzer: aclCreateTensor without strides on such sizes overflowed int64)
+  const int64_t big = int64_t(1) << 62;
+  const std::vector<int64_t> strides = contiguous_strides({3, big, 5});
+  EXPECT_EQ(strides[2], 1);
+  EXPECT_EQ(strides[1], 5);
+  EXPECT_EQ(strides[0], std::numeric_limits<int64_t>::max());
 }
 
 TEST(TensorView, StridedAndNegativeStridesAreNotContiguous) {

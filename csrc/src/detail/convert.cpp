@@ -1,5 +1,6 @@
 #include "convert.h"
 
+#include "cpu.h"
 #include "simd.h"
 
 #include <algorithm>
@@ -133,7 +134,7 @@ struct RowSum {
   }
 };
 
-const bool kHasF16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+const bool kHasF16c = cpu_features().f16c;
 
 __attribute__((target("avx,f16c"))) void widen_f16c(const Half* src, int64_t n, float* dst) {
   int64_t i = 0;
@@ -198,7 +199,7 @@ __attribute__((target("avx,f16c"))) void row_sum_f16c(const Half* const* rows, c
   }
 }
 
-const bool kHasAvx2 = __builtin_cpu_supports("avx2");
+const bool kHasAvx2 = cpu_features().avx2;
 
 // Eight floats rounded to bfloat16 as in to_bfloat16 (nearest even; NaN made quiet with its top
 // payload bits), one value per 32-bit lane.
@@ -226,8 +227,7 @@ __attribute__((target("avx2"))) void narrow_bf16_avx2(const Src src, int64_t n, 
   for (; i < n; ++i) dst[i] = to_bfloat16(src.at(i));
 }
 
-const bool kHasAvx512Bf16 = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vl") &&
-                            __builtin_cpu_supports("avx512bw");
+const bool kHasAvx512Bf16 = cpu_features().avx512bf16 && cpu_features().avx512vl && cpu_features().avx512bw;
 
 // VCVTNEPS2BF16 rounds to nearest even and makes NaNs quiet as to_bfloat16 does, but reads float32
 // subnormals as zero: lanes holding one (rare) are redone with to_bfloat16's integer rounding.

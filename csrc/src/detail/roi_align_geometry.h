@@ -14,6 +14,7 @@
 #include <limits>
 #include <vector>
 
+#include "detail/checks.h"
 #include "spatialgrad/dtype.h"
 #include "spatialgrad/roi_align.h"
 #include "spatialgrad/tensor.h"
@@ -145,10 +146,32 @@ inline void append_taps(const RoiAxis<Acc>& axis, int64_t p, int64_t size, std::
   }
 }
 
-// `boxes` (K, 5) of storage type T; `image` holds the validated batch index of every ROI.
+// Limits of the sample grid of one call, over all ROIs: taps per axis (memory: tens of bytes each) and
+// sample points (work: each is read for every channel). Real models stay far below them (512 ROIs, 7x7
+// bins, 800-pixel boxes: ~4e5 taps, ~3e8 points); a sampling_ratio in the millions reaches them (so
+// does a zero-size bin, whose samples all sit at one place), where torchvision would loop for hours.
+constexpr double kMaxTapsPerAxis = 16777216.0;     // 2^24
+constexpr double kMaxSamplePoints = 68719476736.0;  // 2^36
+
+// Candidate samples of all bins of one axis of a ROI (an upper bound of its taps), counted before any
+// is stored.
+template <class Acc>
+double planned_taps(const RoiAxis<Acc>& axis, int64_t pooled, int64_t size) {
+  if (axis.grid == 0) return 0;
+  double count = 0;
+  for (int64_t p = 0; p < pooled; ++p) {
+    int64_t first, last;
+    candidate_samples(axis, axis.start + static_cast<Acc>(p) * axis.bin, size, first, last);
+    if (first <= last) count += static_cast<double>(last - first) + 1;
+  }
+  return count;
+}
+
+// `boxes` (K, 5) of storage type T; `image` holds the validated batch index of every ROI. Raises (naming
+// `op`) when the sample grid exceeds kMaxTapsPerAxis or kMaxSamplePoints.
 template <class T, class Acc = AccType<T>>
-RoiTable<Acc> build_roi_table(const TensorView& boxes, const std::vector<int64_t>& image, int64_t num_images,
-                              int64_t height, int64_t width, const RoiAlignParams& params) {
+RoiTable<Acc> build_roi_table(const char* op, const TensorView& boxes, const std::vector<int64_t>& image,
+                              int64_t num_images, int64_t height, int64_t width, const RoiAlignParams& params) {
   RoiTable<Acc> table;
   const int64_t num_rois = boxes.size(0), ph_count = params.pooled_height, pw_count = params.pooled_width;
   table.pooled_h = ph_count;
@@ -161,12 +184,21 @@ RoiTable<Acc> build_roi_table(const TensorView& boxes, const std::vector<int64_t
   const T* data = boxes.data<T>();
   const int64_t s0 = boxes.stride(0), s1 = boxes.stride(1);
   const Acc scale = static_cast<Acc>(params.spatial_scale);
+  double planned_y = 0, planned_x = 0, planned_points = 0;
   for (int64_t k = 0; k < num_rois; ++k) {
     const T* box = data + k * s0;
     const auto corner = [&](int64_t j) { return load_as<Acc>(box[j * s1]); };
     RoiAxis<Acc> x = roi_axis(corner(1), corner(3), scale, params.aligned, pw_count, params.sampling_ratio);
     RoiAxis<Acc> y = roi_axis(corner(2), corner(4), scale, params.aligned, ph_count, params.sampling_ratio);
     if (x.grid == 0 || y.grid == 0) x.grid = y.grid = 0;
+    const double ny_planned = planned_taps(y, ph_count, height), nx_planned = planned_taps(x, pw_count, width);
+    planned_y += ny_planned;
+    planned_x += nx_planned;
+    planned_points += ny_planned * nx_planned;
+    SG_CHECK(planned_y <= kMaxTapsPerAxis && planned_x <= kMaxTapsPerAxis && planned_points <= kMaxSamplePoints, op,
+             "(): expected a sampling grid of at most 2^24 samples per axis and 2^36 sample points over all ROIs, "
+             "but sampling_ratio ", params.sampling_ratio, " gives ", planned_y, " x ", planned_x, " (",
+             planned_points, " points) by ROI ", k, "; use a smaller sampling_ratio");
     table.count[static_cast<size_t>(k)] =
         static_cast<Acc>(std::min(std::max(y.grid * x.grid, 1.0), static_cast<double>(std::numeric_limits<Acc>::max())));
     int64_t row_lo = height, row_hi = -1, col_lo = width, col_hi = -1;
