@@ -9,6 +9,19 @@ try:
 except ImportError:  # pragma: no cover - CI installs torch
     torch = None
 
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # pragma: no cover - CI installs python3-hypothesis
+    settings = None
+
+if settings is not None:
+    # "ci" (the default): a fixed budget and a fixed seed (derandomize), no example database written.
+    # SPATIALGRAD_HYPOTHESIS_PROFILE=thorough searches twenty times longer, still reproducibly.
+    common = dict(deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile("ci", max_examples=150, **common)
+    settings.register_profile("thorough", max_examples=3000, **common)
+    settings.load_profile(os.environ.get("SPATIALGRAD_HYPOTHESIS_PROFILE", "ci"))
+
 
 def pytest_configure(config):
     if torch is None and os.environ.get("SPATIALGRAD_REQUIRE_TORCH") == "1":
