@@ -1,4 +1,4 @@
-// aclnnAvgPool2dBackward (SPEC §3) over spatialgrad::avg_pool2d_backward.
+// aclnnAvgPool2dBackward (docs/operators.md, Average pooling) over spatialgrad::avg_pool2d_backward.
 #include "aclnnop/aclnn_avgpool2d_backward.h"
 
 #include <memory>

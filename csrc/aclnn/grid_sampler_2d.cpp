@@ -1,4 +1,4 @@
-// aclnnGridSampler2DBackward (SPEC §4) over spatialgrad::grid_sampler_2d_backward.
+// aclnnGridSampler2DBackward (docs/operators.md, Grid sampling) over spatialgrad::grid_sampler_2d_backward.
 #include "aclnnop/aclnn_grid_sampler2d_backward.h"
 
 #include <memory>

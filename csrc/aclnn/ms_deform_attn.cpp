@@ -1,4 +1,4 @@
-// aclnnMultiScaleDeformableAttentionGrad (SPEC §5) over spatialgrad::ms_deform_attn_backward.
+// aclnnMultiScaleDeformableAttentionGrad (docs/operators.md, Multi-scale deformable attention) over spatialgrad::ms_deform_attn_backward.
 #include "aclnnop/aclnn_multi_scale_deformable_attention_grad.h"
 
 #include <memory>
@@ -22,7 +22,7 @@ struct MultiScaleDeformableAttentionGradPlan final : Plan {
   }
 };
 
-// gradOutput as the core's (bs, Q, nH*C): SPEC §5 writes it 3-D, the CANN doc (bs, Q, nH, C), which is
+// gradOutput as the core's (bs, Q, nH*C): docs/operators.md (Multi-scale deformable attention) writes it 3-D, the CANN doc (bs, Q, nH, C), which is
 // the same memory when its last two dimensions merge. Other ranks pass through for the core to reject.
 TensorView as_bs_q_hc(const TensorView& t) {
   if (t.dim() != 4) return t;

@@ -1,4 +1,4 @@
-// aclnnRoiAlignV2Backward (SPEC §1) over spatialgrad::roi_align_backward.
+// aclnnRoiAlignV2Backward (docs/operators.md, RoIAlign) over spatialgrad::roi_align_backward.
 #include "aclnnop/aclnn_roi_align_v2_backward.h"
 
 #include <memory>

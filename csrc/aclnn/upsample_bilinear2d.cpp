@@ -1,4 +1,4 @@
-// aclnnUpsampleBilinear2dBackwardV2 (SPEC §2) over spatialgrad::upsample_bilinear2d_backward.
+// aclnnUpsampleBilinear2dBackwardV2 (docs/operators.md, Bilinear upsampling) over spatialgrad::upsample_bilinear2d_backward.
 #include "aclnnop/aclnn_upsample_bilinear_2d_backward_v2.h"
 
 #include <memory>

@@ -54,7 +54,7 @@ int64_t checked_add(const char* op, int64_t a, int64_t b) {
   return out;
 }
 
-// Validates the inputs both directions share (SPEC §5 plus what the NPU leaves unchecked) and
+// Validates the inputs both directions share (docs/operators.md (Multi-scale deformable attention) plus what the NPU leaves unchecked) and
 // reads the level table.
 Problem validate(const char* op, const TensorView& value, const TensorView& spatial_shapes,
                  const TensorView& level_start_index, const TensorView& sampling_locations,
@@ -508,7 +508,7 @@ SG_INLINE void backward_point(int64_t channels, const Acc* g, const Acc* value, 
   Acc dots[4];
   backward_channels(channels, g, value, grad, pitch, aw, dots);
   const Acc g0 = dots[0], g1 = dots[1], g2 = dots[2], g3 = dots[3];
-  // SPEC: sum_c tg * (w1 v1 + ... + w4 v4); gw = -hh v1 + hh v2 - lh v3 + lh v4; gh = -hw v1 - lw v2 + hw v3 + lw v4.
+  // Contract: sum_c tg * (w1 v1 + ... + w4 v4); gw = -hh v1 + hh v2 - lh v3 + lh v4; gh = -hw v1 - lw v2 + hw v3 + lw v4.
   out[0] = pt.weight[0] * g0 + pt.weight[1] * g1 + pt.weight[2] * g2 + pt.weight[3] * g3;
   out[1] = width * a * (pt.hh * (g1 - g0) + pt.lh * (g3 - g2));
   out[2] = height * a * (pt.hw * (g2 - g0) + pt.lw * (g3 - g1));

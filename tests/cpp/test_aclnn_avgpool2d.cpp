@@ -1,4 +1,4 @@
-// aclnnAvgPool2dBackward through the C API: results against a naive SPEC §3 loop, every dtype,
+// aclnnAvgPool2dBackward through the C API: results against a naive docs/operators.md (Average pooling) loop, every dtype,
 // 3-D (NCL) input, strided/offset outputs, empty tensors, and every validation rule's status and message.
 #include <gtest/gtest.h>
 
@@ -38,7 +38,7 @@ int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, bool ceil) {
   return out;
 }
 
-// SPEC §3 backward on (planes, H, W) with contiguous double buffers.
+// docs/operators.md (Average pooling) backward on (planes, H, W) with contiguous double buffers.
 std::vector<double> naive_backward(const std::vector<double>& g, int64_t planes, int64_t H, int64_t W, int64_t OH,
                                    int64_t OW, const Pool& p) {
   const int64_t kh = p.kernel[0], kw = p.kernel.size() == 1 ? p.kernel[0] : p.kernel[1];
@@ -249,7 +249,7 @@ TEST(AclnnAvgPool2dBackward, HalfDtypesMatchTheCore) {
   }
 }
 
-// ---- validation: one test per SPEC rule, checking the status and the message ----
+// ---- validation: one test per validation rule of docs/operators.md, checking the status and the message ----
 
 struct Args {
   HostTensor<float> go{{1, 2, 3, 2}, ACL_FLOAT};

@@ -204,7 +204,7 @@ TEST(AclnnGridSampler2DBackward, ReadsNonContiguousInputs) {
   EXPECT_EQ(gg2.storage, gg.storage);
 }
 
-// Empty batch: nothing to do. No output points (Ho = 0): inputGrad is all zeros (SPEC §0).
+// Empty batch: nothing to do. No output points (Ho = 0): inputGrad is all zeros (docs/operators.md, Common rules).
 // No channels: gridGrad is all zeros.
 TEST(AclnnGridSampler2DBackward, EmptyTensors) {
   Mode m;
@@ -250,7 +250,7 @@ TEST(AclnnGridSampler2DBackward, HalfDtypesMatchTheCore) {
   }
 }
 
-// ---- validation: the CANN page's rules (161001 for null tensors, 161002 rules 1-10) and SPEC §4 ----
+// ---- validation: the CANN page's rules (161001 for null tensors, 161002 rules 1-10) and docs/operators.md (Grid sampling) ----
 
 struct Args {
   HostTensor<float> go{{2, 3, 4, 5}, ACL_FLOAT};
@@ -393,7 +393,7 @@ TEST(AclnnGridSampler2DBackwardErrors, OutputShapes) {
                     "expected grad_grid of shape (2, 4, 5, 2), but got (2, 4, 5, 1)");
 }
 
-// SPEC §4: outputMask has 2 entries.
+// docs/operators.md (Grid sampling): outputMask has 2 entries.
 TEST(AclnnGridSampler2DBackwardErrors, OutputMaskHasTwoEntries) {
   Args a;
   for (std::vector<bool> mask : {std::vector<bool>{true}, std::vector<bool>{true, true, true}}) {

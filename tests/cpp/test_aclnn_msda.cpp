@@ -182,7 +182,7 @@ TEST(AclnnMultiScaleDeformableAttentionGrad, ReadsNonContiguousInputs) {
   EXPECT_EQ(out.grad_weight.storage, p.grad_weight.storage);
 }
 
-// No queries: gradValue is all zeros (SPEC §0); no batch: nothing at all.
+// No queries: gradValue is all zeros (docs/operators.md, Common rules); no batch: nothing at all.
 TEST(AclnnMultiScaleDeformableAttentionGrad, EmptyTensors) {
   Dims d;
   d.queries = 0;
@@ -259,7 +259,7 @@ TEST(AclnnMultiScaleDeformableAttentionGrad, HalfDtypesMatchTheCore) {
   }
 }
 
-// ---- validation: one test per SPEC rule, checking the status and the message ----
+// ---- validation: one test per validation rule of docs/operators.md, checking the status and the message ----
 
 struct Args : Problem<float, int64_t> {
   Args() : Problem<float, int64_t>(Dims{}, ACL_FLOAT, ACL_INT64, false) {}

@@ -1,4 +1,4 @@
-// aclnnRoiAlignV2Backward through the C API: results equal the core's roi_align_backward (and SPEC §1's
+// aclnnRoiAlignV2Backward through the C API: results equal the core's roi_align_backward (and docs/operators.md (RoIAlign)'s
 // worked example), every dtype, strided outputs, empty tensors, and every validation rule's status and
 // message.
 #include <gtest/gtest.h>
@@ -170,7 +170,7 @@ TEST(AclnnRoiAlignV2Backward, ReadsNonContiguousInputs) {
   EXPECT_EQ(gi.storage, expected.storage);
 }
 
-// No ROIs: gradInput is all zeros (SPEC §0), whatever it held; an empty gradInput needs no data.
+// No ROIs: gradInput is all zeros (docs/operators.md, Common rules), whatever it held; an empty gradInput needs no data.
 TEST(AclnnRoiAlignV2Backward, EmptyTensors) {
   Roi r;
   HostTensor<float> go({0, 3, 2, 3}, ACL_FLOAT), boxes({0, 5}, ACL_FLOAT);
@@ -201,7 +201,7 @@ TEST(AclnnRoiAlignV2Backward, HalfDtypesMatchTheCore) {
   }
 }
 
-// ---- validation: one test per SPEC rule, checking the status and the message ----
+// ---- validation: one test per validation rule of docs/operators.md, checking the status and the message ----
 
 struct Args {
   std::vector<int64_t> input_shape{1, 3, 8, 8};

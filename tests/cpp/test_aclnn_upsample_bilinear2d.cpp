@@ -205,7 +205,7 @@ TEST(AclnnUpsampleBilinear2dBackwardV2, HalfDtypesMatchTheCore) {
   }
 }
 
-// ---- validation: one test per SPEC rule, checking the status and the message ----
+// ---- validation: one test per validation rule of docs/operators.md, checking the status and the message ----
 
 struct Args {
   HostTensor<float> go{{1, 2, 4, 5}, ACL_FLOAT};
@@ -251,7 +251,7 @@ TEST(AclnnUpsampleBilinear2dBackwardV2Errors, OutputSizeHas2Entries) {
   EXPECT_ACL_STATUS(a.call(), kInvalid, "expected output_size to have 2 entries (H, W), but got 1 ([4])");
 }
 
-// Every size >= 1 (N and C may be 0: an empty result, SPEC §0).
+// Every size >= 1 (N and C may be 0: an empty result, docs/operators.md (Common rules)).
 TEST(AclnnUpsampleBilinear2dBackwardV2Errors, SizesPositive) {
   Args a;
   a.u.output_size = {0, 5};

@@ -20,7 +20,7 @@ using testing::random_tensor;
 // 128-bit arithmetic: the reference must not overflow where the kernels must not either.
 __extension__ typedef __int128 Wide;
 
-// Straight from SPEC §3: output size, window clipping, divisor.
+// Straight from docs/operators.md (Average pooling): output size, window clipping, divisor.
 struct NaivePool {
   int64_t kh, kw, sh, sw, ph, pw;
   bool ceil_mode, count_include_pad;

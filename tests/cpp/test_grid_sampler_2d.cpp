@@ -18,7 +18,7 @@ using testing::OwnedTensor;
 using testing::expect_error;
 using testing::random_tensor;
 
-// Straight from SPEC §4 (the generic PyTorch formulas): per point and channel, one tap at a time.
+// Straight from docs/operators.md (Grid sampling) (the generic PyTorch formulas): per point and channel, one tap at a time.
 struct NaiveGridSampler {
   int64_t mode, padding;
   bool align;

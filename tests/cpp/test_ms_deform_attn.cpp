@@ -19,7 +19,7 @@ using testing::expect_error;
 using testing::random_tensor;
 
 // A problem with contiguous float64 inputs and the results of a naive loop written straight from
-// SPEC §5 (per-corner branches, per-channel gradient terms in the SPEC's form).
+// docs/operators.md (Multi-scale deformable attention) (per-corner branches, per-channel gradient terms in the the contract's form).
 struct Case {
   int64_t bs, heads, channels, queries, points;
   std::vector<std::pair<int64_t, int64_t>> shapes;
@@ -315,7 +315,7 @@ TEST(MsDeformAttn, EmptyProblemsGiveZeroFilledOutputs) {
   for (double v : r.out.storage) EXPECT_EQ(v, 0.0);
 }
 
-// ---- validation: every rule of SPEC §5 plus the consistency checks the NPU leaves out ----------------
+// ---- validation: every rule of docs/operators.md (Multi-scale deformable attention) plus the consistency checks the NPU leaves out ----------------
 
 struct Bad {
   OwnedTensor<float> value{{2, 20, 3, 4}}, loc{{2, 5, 3, 2, 2, 2}}, attn{{2, 5, 3, 2, 2}}, go{{2, 5, 12}};

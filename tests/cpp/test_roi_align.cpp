@@ -19,7 +19,7 @@ using testing::OwnedTensor;
 using testing::expect_error;
 using testing::random_tensor;
 
-// Straight from SPEC §1, one sample at a time, in double: calls visit(h, w, weight) for every corner of
+// Straight from docs/operators.md (RoIAlign), one sample at a time, in double: calls visit(h, w, weight) for every corner of
 // every contributing sample of bin (ph, pw) of `box`, weight already divided by the sample count.
 template <class Visit>
 void naive_bin(const double* box, int64_t H, int64_t W, int64_t ph, int64_t pw, const RoiAlignParams& p, Visit visit) {

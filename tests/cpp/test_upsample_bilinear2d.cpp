@@ -18,7 +18,7 @@ using testing::OwnedTensor;
 using testing::expect_error;
 using testing::random_tensor;
 
-// Straight from SPEC §2, one output element at a time: source taps (i0, i1) and weights (l0, l1).
+// Straight from docs/operators.md (Bilinear upsampling), one output element at a time: source taps (i0, i1) and weights (l0, l1).
 struct NaiveTap {
   int64_t i0, i1;
   double l0, l1;

@@ -50,7 +50,7 @@ def _grid_sampler2d_backward() -> dict:
 
 
 def _roi_align_v2_backward() -> dict:
-    # SPEC §1's worked example (the CANN page's): its expected rows are checked here too.
+    # docs/operators.md (RoIAlign)'s worked example (the CANN page's): its expected rows are checked here too.
     grad_output = np.array([4.5, 6.5, 8.5, 16.5, 18.5, 20.5, 28.5, 30.5, 32.5], np.float32).reshape(1, 1, 3, 3)
     boxes = np.array([[0, -2, -2, 22, 22]], np.float32)
     grad_input = sg.roi_align_backward(grad_output, boxes, (1, 1, 6, 6), pooled_height=3, pooled_width=3,

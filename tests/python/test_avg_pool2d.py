@@ -156,7 +156,7 @@ def test_single_plane_uses_threads_and_stays_exact(rng):
     same_bits_for_thread_counts(lambda: (sg.avg_pool2d(x, 5, 1, 2), sg.avg_pool2d_backward(g, x, 5, 1, 2)))
 
 
-# ---- validation: one test per rule of SPEC §3 -------------------------------------------------------------------
+# ---- validation: one test per rule of docs/operators.md (Average pooling) -------------------------------------------------------------------
 
 X = np.zeros((1, 2, 6, 6), np.float32)
 G = np.zeros((1, 2, 3, 3), np.float32)

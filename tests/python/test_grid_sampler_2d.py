@@ -297,7 +297,7 @@ def test_non_finite_grid_values_match_torch(mode, padding, align, dtype, rng):
 
 
 def test_reflection_of_huge_coordinates_is_exact():
-    # SPEC's reflection takes an exact fmod; torch's CPU kernel computes |x| - trunc(|x| / 2span) * 2span,
+    # the contract's reflection takes an exact fmod; torch's CPU kernel computes |x| - trunc(|x| / 2span) * 2span,
     # which has no correct digits left at 1e30. Check against exact rational arithmetic instead.
     from fractions import Fraction
 
@@ -307,13 +307,13 @@ def test_reflection_of_huge_coordinates_is_exact():
         for gx in [1e30, -1e30, 3.0e17 + 64, 2.0 ** 70 + 2.0 ** 20]:
             u = (gx + 1) * ((W - 1) / 2) if align else (gx + 1) * (W / 2) - 0.5  # the kernel's unnormalise
             low, span = (Fraction(0), Fraction(W - 1)) if align else (Fraction(-1, 2), Fraction(W))
-            r = Fraction(abs(u - float(low))) % (2 * span)  # in = |ix - low| rounds once, as SPEC's formula does
+            r = Fraction(abs(u - float(low))) % (2 * span)  # in = |ix - low| rounds once, as the contract's formula does
             coord = float(min(max((r if r <= span else 2 * span - r) + low, 0), W - 1))
             y = sg.grid_sample(x, np.array([[[[gx, 0.0]]]]), "bilinear", "reflection", align)
             np.testing.assert_allclose(y[0, 0, 0, 0], 1 + coord, rtol=1e-12, err_msg=str((align, gx)))
 
 
-# ---- validation: one test per rule of SPEC §4 ----------------------------------------------------------
+# ---- validation: one test per rule of docs/operators.md (Grid sampling) ----------------------------------------------------------
 
 X = np.zeros((2, 3, 4, 5), np.float32)
 GRID = np.zeros((2, 6, 7, 2), np.float32)

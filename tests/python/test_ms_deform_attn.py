@@ -217,7 +217,7 @@ def test_ascend_device_limits_are_not_errors(rng):
     assert out.shape == (1, 2, 17 * 257) and out.any()
 
 
-# ---- validation: every rule of SPEC §5 plus the checks the NPU leaves out ------------------------------------
+# ---- validation: every rule of docs/operators.md (Multi-scale deformable attention) plus the checks the NPU leaves out ------------------------------------
 
 def valid_inputs():
     shapes, starts, _ = level_tables([(4, 4), (2, 2)])

@@ -161,7 +161,7 @@ def test_box_far_larger_than_the_image_is_fast_and_exact(rng):
     assert 0 < abs(y[0, 0, 1, 1]) < 1e-9
 
 
-# ---- validation: one test per rule of SPEC §1 ---------------------------------------------------------------------
+# ---- validation: one test per rule of docs/operators.md (RoIAlign) ---------------------------------------------------------------------
 
 X = np.zeros((2, 3, 8, 8), np.float32)
 BOXES = np.array([[0, 1, 1, 5, 5], [1, 0, 0, 3, 3], [1, 2, 2, 7, 6], [0, 0, 0, 8, 8]], np.float32)

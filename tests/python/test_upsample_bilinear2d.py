@@ -23,7 +23,7 @@ def nchw(x):
 
 
 def aten_reference(x, g, out_size, align_corners, scales):
-    """torch.ops.aten forward and backward; scales None = not given (SPEC's <= 0)."""
+    """torch.ops.aten forward and backward; scales None = not given (the contract's <= 0)."""
     sh, sw = scales
     y = torch.ops.aten.upsample_bilinear2d(torch.from_numpy(x), list(out_size), align_corners, sh, sw)
     gi = torch.ops.aten.upsample_bilinear2d_backward(torch.from_numpy(g), list(out_size), list(x.shape), align_corners,
@@ -180,7 +180,7 @@ def test_parity_channels_last_at_standard_shape_float32(align_corners, rng):
 
 
 def test_large_ratio_clamps_to_the_last_input(rng):
-    # 1 / scale far above in / out: sources beyond the last input clamp to it (SPEC §2: i0 = min(floor(src), in - 1),
+    # 1 / scale far above in / out: sources beyond the last input clamp to it (docs/operators.md (Bilinear upsampling): i0 = min(floor(src), in - 1),
     # l1 clamped to [0, 1]). torch 1.13 reads past the input here, so this is checked against the formula.
     x = rng.standard_normal((1, 1, 1, 4))
     y = sg.upsample_bilinear2d(x, (1, 8), (0.0, 0.25))  # ratio 4: src = 4 * (d + 0.5) - 0.5
@@ -288,7 +288,7 @@ def test_layout_is_case_insensitive(rng):
     np.testing.assert_array_equal(sg.upsample_bilinear2d(x, 3, layout="nchw"), sg.upsample_bilinear2d(x, 3))
 
 
-# ---- validation: one test per rule of SPEC §2 --------------------------------------------------------------------
+# ---- validation: one test per rule of docs/operators.md (Bilinear upsampling) --------------------------------------------------------------------
 
 X = np.zeros((1, 2, 4, 4), np.float32)
 G = np.zeros((1, 2, 8, 8), np.float32)

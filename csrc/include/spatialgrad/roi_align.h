@@ -2,7 +2,7 @@
 //
 // input (B, C, H, W); boxes (K, 5) rows (batch_index, x1, y1, x2, y2) in input-image coordinates,
 // of the input's dtype; output (K, C, pooled_height, pooled_width). Bin (ph, pw) of ROI k averages
-// gh x gw bilinear samples of image floor(boxes[k, 0]) (SPEC §1). A batch index outside [0, B)
+// gh x gw bilinear samples of image floor(boxes[k, 0]) (docs/operators.md, RoIAlign). A batch index outside [0, B)
 // (NaN included) raises an IndexError-kind error naming the ROI, before any output is written. Boxes
 // with NaN/Inf coordinates have no samples: their output is zero and they pass no gradient.
 #pragma once

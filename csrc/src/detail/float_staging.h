@@ -3,7 +3,7 @@
 // gather reads it costs several instructions per read, and a value is read many times; widening every
 // tensor once with row conversions (F16C where present), running the float32 kernel and rounding each
 // output once is several times faster. The results are bitwise those of computing in float32 from
-// the exactly widened values and rounding once, which is the half-precision contract (SPEC §0).
+// the exactly widened values and rounding once, which is the half-precision contract (docs/operators.md, Common rules).
 // The cost is a float32 copy of each staged tensor for the duration of the call, in memory kept for
 // reuse by the next call (block_cache.h).
 #pragma once

@@ -1,4 +1,4 @@
-// Grid-sampler coordinate math shared by the forward and the backward (SPEC §4). Every helper returns
+// Grid-sampler coordinate math shared by the forward and the backward (docs/operators.md, Grid sampling). Every helper returns
 // the coordinate together with its derivative with respect to its argument.
 //
 // NaN and infinite grid values never reach an integer conversion: callers test bounds in floating
@@ -47,7 +47,7 @@ inline CoordGrad<Acc> clip(Acc ix, int64_t size) {
 
 // Reflection padding (before the clip): reflect about the low and high edges,
 //   align_corners: edges 0 and size - 1; otherwise -0.5 and size - 0.5.
-// SPEC's form takes extra = fmod(in, span) and the parity of floor(in / span); here one exact fmod by
+// the contract's form takes extra = fmod(in, span) and the parity of floor(in / span); here one exact fmod by
 // the period 2 * span gives both (r <= span: even number of flips), so rounding in in / span can never
 // pick the wrong parity. Non-finite input gives NaN, which the clip then maps to 0.
 template <class Acc>

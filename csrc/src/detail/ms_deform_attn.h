@@ -1,4 +1,4 @@
-// The bilinear sampling point of multi-scale deformable attention (SPEC §5), shared by the forward
+// The bilinear sampling point of multi-scale deformable attention (docs/operators.md, Multi-scale deformable attention), shared by the forward
 // and the backward so both see exactly the same corners and weights.
 #pragma once
 

@@ -1,4 +1,4 @@
-// RoIAlign sample geometry (SPEC §1), shared by the forward and the backward: for every ROI, bin and
+// RoIAlign sample geometry (docs/operators.md, RoIAlign), shared by the forward and the backward: for every ROI, bin and
 // axis, the bilinear taps of the samples that contribute, computed once per call. A sample (iy, ix)
 // contributes iff its y tap and its x tap both exist, with corner weights (products of the axis
 // weights) w1 = hy*hx at (y.lo, x.lo), w2 = hy*lx at (y.lo, x.hi), w3 = ly*hx at (y.hi, x.lo),
@@ -28,7 +28,7 @@ struct RoiTap {
   Acc w_lo, w_hi;  // 1 - l and l
 };
 
-// SPEC §1 bilinear rule along an axis of `size` pixels; false when the sample contributes nothing.
+// docs/operators.md (RoIAlign) bilinear rule along an axis of `size` pixels; false when the sample contributes nothing.
 template <class Acc>
 inline bool bilinear_tap(Acc coord, int64_t size, RoiTap<Acc>& tap) {
   // !(in range) so that NaN takes this branch; an empty axis has no pixel to sample.

@@ -1,6 +1,6 @@
 /* spatialgrad: aclnnAvgPool2dBackward (CANN aclnnop/aclnn_avgpool2d_backward.h) on the CPU.
  *
- * gradInput (shaped like self, NCHW or 3-D NCL) = gradient of 2-D average pooling; see SPEC §3.
+ * gradInput (shaped like self, NCHW or 3-D NCL) = gradient of 2-D average pooling; see docs/operators.md (Average pooling).
  * kernelSize: 1 or 2 entries > 0; stride: NULL or 0, 1 or 2 entries > 0 (empty = kernelSize);
  * padding: 1 or 2 entries, 0 <= p <= k/2; divisorOverride 0 = unset; cubeMathType in {0,1,2,3}
  * (validated, no effect on the CPU). dtypes: ACL_FLOAT, ACL_DOUBLE. */

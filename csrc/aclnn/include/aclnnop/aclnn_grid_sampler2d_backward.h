@@ -1,6 +1,6 @@
 /* spatialgrad: aclnnGridSampler2DBackward (CANN aclnnop/aclnn_grid_sampler2d_backward.h) on the CPU.
  *
- * Gradients of PyTorch grid_sampler_2d (SPEC §4): inputGrad (shaped like input (N, C, H, W)) and gridGrad
+ * Gradients of PyTorch grid_sampler_2d (docs/operators.md, Grid sampling): inputGrad (shaped like input (N, C, H, W)) and gridGrad
  * (shaped like grid (N, Ho, Wo, 2)) for gradOutput (N, C, Ho, Wo). interpolationMode 0 bilinear,
  * 1 nearest, 2 bicubic; paddingMode 0 zeros, 1 border, 2 reflection. outputMask has 2 entries
  * {inputGrad wanted, gridGrad wanted}; both output tensors are required and validated either way, and

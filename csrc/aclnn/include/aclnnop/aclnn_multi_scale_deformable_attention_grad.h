@@ -1,7 +1,7 @@
 /* spatialgrad: aclnnMultiScaleDeformableAttentionGrad (CANN
  * aclnnop/aclnn_multi_scale_deformable_attention_grad.h) on the CPU.
  *
- * Gradients of mmcv multi-scale deformable attention (SPEC §5) with respect to value, location and
+ * Gradients of mmcv multi-scale deformable attention (docs/operators.md, Multi-scale deformable attention) with respect to value, location and
  * attnWeight. value (bs, S, nH, C); spatialShape (L, 2) rows (H, W) >= 1 and levelStartIndex (L), both
  * ACL_INT32 or ACL_INT64, with S = sum of H*W and levelStartIndex the running sum of H*W (checked: the
  * values are read in phase one and again when the executor runs); location (bs, Q, nH, L, P, 2), [..., 0]

@@ -1,7 +1,7 @@
 /* spatialgrad: aclnnRoiAlignV2Backward (CANN aclnnop/aclnn_roi_align_v2_backward.h) on the CPU.
  *
  * gradInput (B, C, H, W) = gradient of torchvision-style RoIAlign (average of bilinear samples) with
- * respect to its input; see SPEC §1. gradOutput (K, C, pooledHeight, pooledWidth); boxes (K, 5) rows
+ * respect to its input; see docs/operators.md (RoIAlign). gradOutput (K, C, pooledHeight, pooledWidth); boxes (K, 5) rows
  * (batch_index, x1, y1, x2, y2), of gradOutput's dtype; inputShape = (B, C, H, W), 4 entries >= 0;
  * spatialScale finite and > 0; samplingRatio >= 0 (0 = adaptive). Formats ND or NCHW.
  * dtypes: ACL_FLOAT, ACL_DOUBLE.

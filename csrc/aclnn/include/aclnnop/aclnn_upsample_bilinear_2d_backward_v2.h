@@ -2,7 +2,7 @@
  * on the CPU.
  *
  * out = gradient of bilinear upsampling (PyTorch upsample_bilinear2d) with respect to its input; see
- * SPEC §2. The layout comes from gradOut's format: ACL_FORMAT_NCHW or ACL_FORMAT_ND -> NCHW, gradOut
+ * docs/operators.md (Bilinear upsampling). The layout comes from gradOut's format: ACL_FORMAT_NCHW or ACL_FORMAT_ND -> NCHW, gradOut
  * (N, C, oH, oW), inputSize = (N, C, H, W); ACL_FORMAT_NHWC -> gradOut (N, oH, oW, C), inputSize read as
  * (N, H, W, C). out has gradOut's layout and dtype and the shape inputSize. outputSize = (oH, oW), each
  * >= 1; H, W >= 1 (N, C may be 0: empty result). scalesH/scalesW > 0 set the coordinate ratio
