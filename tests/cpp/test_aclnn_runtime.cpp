@@ -313,19 +313,19 @@ TEST(AclnnExecutor, DestroyRacingWithRunsOfARepeatableExecutor) {
 }
 
 // Enum arguments are checked as integers: a C caller may pass any int (UBSan: load of an invalid enum value).
+// aclCreateTensor as a C caller sees it: enum parameters are ints in the C ABI, and C allows any value.
+// (Calling through this type keeps the test itself from loading 999 as the enum, which UBSan flags.)
+using CreateTensorWithCodes = aclTensor* (*)(const int64_t*, uint64_t, int32_t, const int64_t*, int64_t, int32_t,
+                                              const int64_t*, uint64_t, void*);
+using MemcpyWithCode = aclError (*)(void*, size_t, const void*, size_t, int32_t);
+
 TEST(AclnnTensor, UnknownDtypeAndFormatCodesAreErrors) {
   TinyPool pool;
-  int32_t bad = 999;
-  aclDataType bad_dtype;
-  aclFormat bad_format;
-  std::memcpy(&bad_dtype, &bad, sizeof(bad));
-  std::memcpy(&bad_format, &bad, sizeof(bad));
+  const auto create = reinterpret_cast<CreateTensorWithCodes>(&aclCreateTensor);
   const std::vector<int64_t> shape{1, 1, 1, 1}, strides{1, 1, 1, 1}, storage{1};
   float value = 1.0f;
-  aclTensor* odd_dtype = aclCreateTensor(shape.data(), 4, bad_dtype, strides.data(), 0, ACL_FORMAT_ND, storage.data(),
-                                         1, &value);
-  aclTensor* odd_format = aclCreateTensor(shape.data(), 4, ACL_FLOAT, strides.data(), 0, bad_format, storage.data(),
-                                          1, &value);
+  aclTensor* odd_dtype = create(shape.data(), 4, 999, strides.data(), 0, ACL_FORMAT_ND, storage.data(), 1, &value);
+  aclTensor* odd_format = create(shape.data(), 4, ACL_FLOAT, strides.data(), 0, 999, storage.data(), 1, &value);
   uint64_t workspace = 0;
   aclOpExecutor* executor = nullptr;
   EXPECT_ACL_STATUS(aclnnAvgPool2dBackwardGetWorkspaceSize(odd_dtype, pool.self.tensor, pool.kernel.array, nullptr,
@@ -339,9 +339,9 @@ TEST(AclnnTensor, UnknownDtypeAndFormatCodesAreErrors) {
                     ACLNN_ERR_PARAM_INVALID, "but got an unknown aclFormat code");
   aclDestroyTensor(odd_dtype);
   aclDestroyTensor(odd_format);
-  aclrtMemcpyKind bad_kind;
-  std::memcpy(&bad_kind, &bad, sizeof(bad));
-  EXPECT_ACL_STATUS(aclrtMemcpy(&value, 4, &bad, 4, bad_kind), ACL_ERROR_INVALID_PARAM,
+  const auto memcpy_with_code = reinterpret_cast<MemcpyWithCode>(&aclrtMemcpy);
+  float source = 2.0f;
+  EXPECT_ACL_STATUS(memcpy_with_code(&value, 4, &source, 4, 999), ACL_ERROR_INVALID_PARAM,
                     "expected an aclrtMemcpyKind, but got 999");
 }
 
