@@ -27,9 +27,9 @@ from typing import List, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from . import _core
-from ._registry import OPS, OpSpec, as_tuple, gather_grads, pullback_call
-from .bfloat16 import bfloat16_bits, is_bfloat16
+from .. import _core
+from .._registry import OPS, OpSpec, as_tuple, gather_grads, pullback_call
+from ..bfloat16 import bfloat16_bits, is_bfloat16
 
 __all__ = ["roi_align", "upsample_bilinear2d", "avg_pool2d", "grid_sample", "ms_deform_attn",
            "ms_deform_attn_reference"]
