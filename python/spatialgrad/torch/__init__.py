@@ -32,7 +32,7 @@ from .._registry import OPS, OpSpec, as_tuple, gather_grads, pullback_call
 from ..bfloat16 import bfloat16_bits, is_bfloat16
 
 __all__ = ["roi_align", "upsample_bilinear2d", "avg_pool2d", "grid_sample", "ms_deform_attn",
-           "ms_deform_attn_reference"]
+           "ms_deform_attn_reference", "patch", "nn"]
 
 
 def _to_numpy(t: Optional[torch.Tensor], op: str, name: str) -> Optional[np.ndarray]:
@@ -182,8 +182,13 @@ def ms_deform_attn(value: torch.Tensor, spatial_shapes: torch.Tensor, level_star
     """Differentiable multi-scale deformable attention, mmcv argument order; returns (bs, Q, nH*C).
 
     ``im2col_step`` is accepted for compatibility and ignored (the CPU kernel needs no batching of columns).
+    ``sampling_locations`` and ``attention_weights`` are cast to ``value``'s dtype, as mmcv does.
     """
     del im2col_step
+    # mmcv casts the points to value's dtype (AMP: float16 value, float32 locations); the casts are part of
+    # the graph, so each input's gradient comes back in its own dtype.
+    sampling_locations = sampling_locations.to(value.dtype)
+    attention_weights = attention_weights.to(value.dtype)
     return _apply("ms_deform_attn", [value, spatial_shapes, level_start_index, sampling_locations,
                                      attention_weights], {})
 
@@ -213,3 +218,13 @@ def ms_deform_attn_reference(value: torch.Tensor, spatial_shapes: torch.Tensor, 
     weights = attention_weights.transpose(1, 2).reshape(bs * heads, 1, queries, levels * points)
     out = (torch.stack(sampled, dim=-2).flatten(-2) * weights).sum(-1)
     return out.view(bs, heads * channels, queries).transpose(1, 2).contiguous()
+
+
+# torch.fx: symbolic tracing records each adapter as one leaf call (as torchvision does for roi_align) instead
+# of tracing into it, where NumPy cannot take Proxy arguments.
+for _name in ("roi_align", "upsample_bilinear2d", "avg_pool2d", "grid_sample", "ms_deform_attn"):
+    torch.fx.wrap(_name)
+del _name
+
+from . import nn  # noqa: E402  (modules built on the functions above)
+from ._patch import patch  # noqa: E402

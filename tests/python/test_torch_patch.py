@@ -1,0 +1,138 @@
+"""spatialgrad.torch.patch(): existing PyTorch/torchvision code routed to spatialgrad, and back."""
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+torchvision = pytest.importorskip("torchvision")
+
+import torch.nn.functional as F  # noqa: E402
+
+import spatialgrad.torch as sgt  # noqa: E402
+from spatialgrad.torch import _patch  # noqa: E402
+
+ROUTED = [(F, "grid_sample"), (F, "interpolate"), (F, "upsample"), (F, "upsample_bilinear"), (F, "avg_pool2d"),
+          (torchvision.ops, "roi_align")]
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Counts the spatialgrad functions the replacements call."""
+    counts = {}
+    for name in ("sg_grid_sample", "sg_upsample_bilinear2d", "sg_avg_pool2d", "sg_roi_align"):
+        original = getattr(_patch, name)
+
+        def spy(*args, _name=name, _original=original, **kwargs):
+            counts[_name] = counts.get(_name, 0) + 1
+            return _original(*args, **kwargs)
+        monkeypatch.setattr(_patch, name, spy)
+    return counts
+
+
+def originals():
+    return {(m, n): getattr(m, n) for m, n in ROUTED}
+
+
+def test_routed_functions_are_spatialgrads_and_come_back():
+    before = originals()
+    with sgt.patch():
+        for module, name in ROUTED:
+            assert getattr(module, name).__module__.startswith("spatialgrad"), name
+    assert originals() == before
+
+
+def test_results_equal_pytorchs_and_gradients_flow(calls):
+    torch.manual_seed(0)
+    x = torch.rand(2, 3, 9, 8, dtype=torch.float64, requires_grad=True)
+    grid = (torch.rand(2, 4, 5, 2, dtype=torch.float64) * 2.2 - 1.1)
+    boxes = torch.tensor([[0, 1.0, 1.5, 6.0, 7.0], [1, 0.5, 0.0, 4.0, 3.0]], dtype=torch.float64)
+    modules = [torch.nn.AvgPool2d(3, 2, 1), torch.nn.Upsample(scale_factor=2, mode="bilinear"),
+               torch.nn.UpsamplingBilinear2d(size=(5, 7)), torchvision.ops.RoIAlign((2, 2), 0.5, 2, aligned=True)]
+
+    def run():
+        outs = [F.grid_sample(x, grid, mode="bicubic", align_corners=True),
+                F.interpolate(x, size=(11, 6), mode="bilinear", align_corners=False),
+                F.avg_pool2d(x, 2, ceil_mode=True), torchvision.ops.roi_align(x, boxes, 3, 0.5, 2, True)]
+        outs += [m(x) if not isinstance(m, torchvision.ops.RoIAlign) else m(x, boxes) for m in modules]
+        return outs
+
+    expected = run()
+    expected_grads = torch.autograd.grad(sum(o.square().sum() for o in expected), x)[0]
+    with sgt.patch():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = run()
+    grads = torch.autograd.grad(sum(o.square().sum() for o in got), x)[0]
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b)
+    torch.testing.assert_close(grads, expected_grads)
+    assert calls == {"sg_grid_sample": 1, "sg_upsample_bilinear2d": 3, "sg_avg_pool2d": 2, "sg_roi_align": 2}
+
+
+def test_what_is_not_covered_falls_through(calls):
+    x = torch.rand(1, 2, 6, 6)
+    with sgt.patch():
+        F.interpolate(x, scale_factor=2, mode="nearest")          # another mode
+        F.interpolate(torch.rand(1, 2, 4, 4, 4), scale_factor=2, mode="trilinear")
+        F.interpolate(x, size=(3, 3), mode="bilinear", antialias=True)
+        assert F.avg_pool2d(torch.ones(1, 2, 6, 6, dtype=torch.int64), 2).dtype == torch.int64  # an integer dtype
+        F.avg_pool2d(x, 2)  # ours
+        F.grid_sample(torch.rand(1, 1, 4, 4, 4), torch.rand(1, 2, 2, 2, 3), align_corners=False)  # 5-D
+        traced = torch.jit.trace(lambda t: F.avg_pool2d(t, 2), (x,), check_trace=False)  # (a check reruns it untraced)
+        with pytest.raises(RuntimeError, match="pad should be at most half"):  # PyTorch's own error
+            F.avg_pool2d(x, 2, padding=2)
+    assert calls == {"sg_avg_pool2d": 2}  # the float call, and the rejected one before PyTorch raised
+    assert "aten::avg_pool2d" in str(traced.graph)
+
+
+def test_originals_come_back_after_an_exception():
+    before = originals()
+    with pytest.raises(KeyError):
+        with sgt.patch():
+            raise KeyError("boom")
+    assert originals() == before
+
+
+def test_nesting_start_stop_and_decorator():
+    before = originals()
+    outer = sgt.patch()
+    outer.start()
+    outer_grid_sample = F.grid_sample
+    with sgt.patch(ops=["grid_sample"]):
+        assert F.grid_sample is not outer_grid_sample
+        assert F.avg_pool2d.__module__.startswith("spatialgrad")
+    assert F.grid_sample is outer_grid_sample
+    outer.stop()
+    assert originals() == before
+    with pytest.raises(RuntimeError, match="expected a started patch"):
+        outer.stop()
+
+    @sgt.patch(ops=["avg_pool2d"])
+    def pooled_module():
+        return F.avg_pool2d.__module__, F.grid_sample.__module__
+
+    assert pooled_module()[0].startswith("spatialgrad") and pooled_module()[1].startswith("torch")
+    assert originals() == before
+
+
+def test_unknown_operator_names_are_errors():
+    with pytest.raises(ValueError, match=r"patch\(\): expected ops to be a list of roi_align, upsample_bilinear2d"):
+        sgt.patch(ops=["conv2d"])
+    with pytest.raises(ValueError, match="expected ops"):
+        sgt.patch(ops="grid_sample")
+
+
+def test_multiscale_roi_align_routes_through_torchvision():
+    torch.manual_seed(1)
+    pooler = torchvision.ops.MultiScaleRoIAlign(["p2", "p3"], 3, 2)
+    features = {"p2": torch.rand(2, 4, 32, 32, dtype=torch.float64), "p3": torch.rand(2, 4, 16, 16, dtype=torch.float64)}
+    boxes = [torch.tensor([[2.0, 3.0, 40.0, 50.0], [1.0, 1.0, 120.0, 100.0]], dtype=torch.float64),
+             torch.tensor([[10.0, 12.0, 20.0, 30.0]], dtype=torch.float64)]
+    shapes = [(128, 128), (128, 128)]
+    expected = pooler(features, boxes, shapes)
+    with sgt.patch():
+        got = pooler(features, boxes, shapes)
+    torch.testing.assert_close(got, expected)
+    ours = sgt.nn.MultiScaleRoIAlign(["p2", "p3"], 3, 2)
+    torch.testing.assert_close(ours(features, boxes, shapes), expected)
