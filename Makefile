@@ -61,11 +61,12 @@ demo: install
 	$(PY) examples/quickstart.py
 	$(PY) examples/train_tiny_detector.py
 
-# The other examples, as CI runs them: the NumPy vjp script, the gradient penalty (second order) and the
-# notebook, executed headlessly.
+# The other examples, as CI runs them: the NumPy vjp script, the gradient penalty (second order), DDP on two
+# processes (checked against one process) and the notebook, executed headlessly.
 examples: install
 	$(PY) examples/numpy_vjp.py
 	$(PY) examples/gradient_penalty.py
+	$(PY) examples/train_ddp.py --steps 10
 	$(PY) scripts/run_notebook.py examples/explore.ipynb
 
 bench: install
