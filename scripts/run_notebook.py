@@ -1,12 +1,15 @@
 """Executes notebooks headlessly with the interpreter running this script, and fails if any cell fails.
 
-    python scripts/run_notebook.py examples/explore.ipynb [...]
+    python scripts/run_notebook.py [--save-images DIR] examples/explore.ipynb [...]
 
 The kernel is this interpreter (the project's venv), not the system-wide ``python3`` kernel, which would not see
 the installed package. Outputs are not written back: the committed notebooks stay free of outputs.
+``--save-images DIR`` writes the PNG figures the cells display to DIR/<notebook>_<n>.png (the README shows
+them from docs/).
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
@@ -18,7 +21,22 @@ import nbformat
 from nbclient import NotebookClient
 
 
+def save_images(notebook, stem: str, directory: Path) -> int:
+    directory.mkdir(parents=True, exist_ok=True)
+    count = 0
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            png = output.get("data", {}).get("image/png")
+            if png:
+                count += 1
+                (directory / f"{stem}_{count}.png").write_bytes(base64.b64decode(png))
+    return count
+
+
 def main(paths: list[str]) -> int:
+    images = None
+    if paths[:1] == ["--save-images"]:
+        images, paths = Path(paths[1]), paths[2:]
     if not paths:
         print(__doc__, file=sys.stderr)
         return 2
@@ -36,6 +54,8 @@ def main(paths: list[str]) -> int:
                                     resources={"metadata": {"path": str(Path(path).resolve().parent)}})
             client.execute()  # raises CellExecutionError with the cell and its traceback on failure
             print(f"{path}: {len(notebook.cells)} cells ran in {time.perf_counter() - start:.1f} s")
+            if images is not None:
+                print(f"  {save_images(notebook, Path(path).stem, images)} figures written to {images}")
     return 0
 
 
