@@ -99,3 +99,19 @@ def run_probe(code: str, timeout: float = PROBE_TIMEOUT_S) -> subprocess.Complet
             stdout, stderr = probe.communicate()
             pytest.fail(f"the probe hung (killed after {timeout} s); its output: {stdout!r} {stderr!r}")
     return subprocess.CompletedProcess(probe.args, probe.returncode, stdout, stderr)
+
+
+def count_patch_calls(monkeypatch, names):
+    """Counts the calls spatialgrad.torch.patch()'s replacements make to the spatialgrad functions `names`
+    (attributes of spatialgrad.torch._patch, e.g. "sg_roi_align"); returns the live {name: count} dict."""
+    from spatialgrad.torch import _patch
+
+    counts = {}
+    for name in names:
+        original = getattr(_patch, name)
+
+        def spy(*args, _name=name, _original=original, **kwargs):
+            counts[_name] = counts.get(_name, 0) + 1
+            return _original(*args, **kwargs)
+        monkeypatch.setattr(_patch, name, spy)
+    return counts

@@ -6,7 +6,7 @@ torch = pytest.importorskip("torch")
 torchvision = pytest.importorskip("torchvision")
 
 import spatialgrad.torch as sgt  # noqa: E402
-from spatialgrad.torch import _patch  # noqa: E402
+from helpers import count_patch_calls  # noqa: E402
 
 
 def one_step(build, run, patched):
@@ -37,15 +37,7 @@ def assert_same_step(build, run):
 
 @pytest.fixture
 def calls(monkeypatch):
-    counts = {}
-    for name in ("sg_upsample_bilinear2d", "sg_roi_align"):
-        original = getattr(_patch, name)
-
-        def spy(*args, _name=name, _original=original, **kwargs):
-            counts[_name] = counts.get(_name, 0) + 1
-            return _original(*args, **kwargs)
-        monkeypatch.setattr(_patch, name, spy)
-    return counts
+    return count_patch_calls(monkeypatch, ("sg_upsample_bilinear2d", "sg_roi_align"))
 
 
 def test_mask_rcnn_training_step(calls):

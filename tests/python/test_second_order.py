@@ -3,6 +3,9 @@ products). gradgradcheck in float64 through the torch adapters, parity with PyTo
 backward, central differences of vjp applied to each backward in the NumPy API, and the clear error of a
 third derivative of grid_sample / ms_deform_attn."""
 import itertools
+import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -68,21 +71,14 @@ def test_grid_sample_gradient_penalty_reaches_the_input():
 
 
 def bilinear_zeros_reference(x, grid):
-    """grid_sample(bilinear, zeros, align_corners=False) from differentiable torch ops."""
-    n, c, h, w = x.shape
-    ix = ((grid[..., 0] + 1) * w - 1) / 2
-    iy = ((grid[..., 1] + 1) * h - 1) / 2
-    x0, y0 = ix.floor(), iy.floor()
-    out = 0
-    for dy in (0, 1):
-        for dx in (0, 1):
-            cx, cy = x0 + dx, y0 + dy
-            weight = (1 - (ix - cx).abs()) * (1 - (iy - cy).abs())
-            inside = ((cx >= 0) & (cx < w) & (cy >= 0) & (cy < h)).to(x.dtype)
-            flat = (cy.clamp(0, h - 1) * w + cx.clamp(0, w - 1)).long().view(n, 1, -1).expand(n, c, -1)
-            vals = x.reshape(n, c, h * w).gather(2, flat).view(n, c, *grid.shape[1:3])
-            out = out + vals * (weight * inside).unsqueeze(1)
-    return out
+    """grid_sample(bilinear, zeros, align_corners=False) from differentiable torch ops: the example's."""
+    source = os.environ.get("SPATIALGRAD_SOURCE_DIR", str(Path(__file__).resolve().parents[2]))
+    sys.path.insert(0, os.path.join(source, "examples"))
+    try:
+        from gradient_penalty import gather_grid_sample
+    finally:
+        sys.path.pop(0)
+    return gather_grid_sample(x, grid)
 
 
 def test_third_derivative_of_grid_sample_raises():

@@ -1,7 +1,6 @@
 """spatialgrad.torch.patch(): existing PyTorch/torchvision code routed to spatialgrad, and back."""
 import warnings
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -10,7 +9,7 @@ torchvision = pytest.importorskip("torchvision")
 import torch.nn.functional as F  # noqa: E402
 
 import spatialgrad.torch as sgt  # noqa: E402
-from spatialgrad.torch import _patch  # noqa: E402
+from helpers import count_patch_calls  # noqa: E402
 
 ROUTED = [(F, "grid_sample"), (F, "interpolate"), (F, "upsample"), (F, "upsample_bilinear"), (F, "avg_pool2d"),
           (torchvision.ops, "roi_align")]
@@ -19,15 +18,7 @@ ROUTED = [(F, "grid_sample"), (F, "interpolate"), (F, "upsample"), (F, "upsample
 @pytest.fixture
 def calls(monkeypatch):
     """Counts the spatialgrad functions the replacements call."""
-    counts = {}
-    for name in ("sg_grid_sample", "sg_upsample_bilinear2d", "sg_avg_pool2d", "sg_roi_align"):
-        original = getattr(_patch, name)
-
-        def spy(*args, _name=name, _original=original, **kwargs):
-            counts[_name] = counts.get(_name, 0) + 1
-            return _original(*args, **kwargs)
-        monkeypatch.setattr(_patch, name, spy)
-    return counts
+    return count_patch_calls(monkeypatch, ("sg_grid_sample", "sg_upsample_bilinear2d", "sg_avg_pool2d", "sg_roi_align"))
 
 
 def originals():
