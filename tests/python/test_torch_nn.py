@@ -140,3 +140,37 @@ def test_fx_traces_the_adapters_as_leaf_calls():
     boxes = torch.tensor([[0, 1.0, 1.0, 3.0, 3.0]])
     grid = torch.rand(1, 3, 3, 2) * 2 - 1
     torch.testing.assert_close(traced(x, boxes, grid), module(x, boxes, grid))
+
+
+@torch.jit.script
+def scripted_every_adapter(x: torch.Tensor, boxes: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+    y = sgt.avg_pool2d(x, 2) + sgt.upsample_bilinear2d(sgt.avg_pool2d(x, [4, 4]), scale_factor=2.0)
+    z = sgt.upsample_bilinear2d(x, size=(5, 6), align_corners=True)
+    pooled = sgt.roi_align(y, boxes, (2, 2), 1.0, 2, True)
+    return pooled.sum() + sgt.grid_sample(y, grid, "bicubic", "border", False).sum() + z.sum()
+
+
+class DeformableHead(torch.nn.Module):
+    def forward(self, value, shapes, starts, loc, attn):
+        return sgt.ms_deform_attn(value, shapes, starts, loc, attn)
+
+
+def test_torchscript_calls_the_adapters():
+    """Scripted functions and modules work (in Python: TorchScript calls back into the eager adapters)."""
+    torch.manual_seed(5)
+    x = torch.rand(1, 2, 8, 8, dtype=torch.float64, requires_grad=True)
+    boxes = torch.tensor([[0, 1.0, 1.0, 5.0, 5.0]], dtype=torch.float64)
+    grid = torch.rand(1, 3, 3, 2, dtype=torch.float64) * 2 - 1
+    out = scripted_every_adapter(x, boxes, grid)
+    (grad,) = torch.autograd.grad(out, x)
+    x2 = x.detach().clone().requires_grad_()
+    y = sgt.avg_pool2d(x2, 2) + sgt.upsample_bilinear2d(sgt.avg_pool2d(x2, [4, 4]), scale_factor=2.0)
+    z = sgt.upsample_bilinear2d(x2, size=(5, 6), align_corners=True)
+    expected = (sgt.roi_align(y, boxes, (2, 2), 1.0, 2, True).sum()
+                + sgt.grid_sample(y, grid, "bicubic", "border", False).sum() + z.sum())
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(grad, torch.autograd.grad(expected, x2)[0])
+    head = torch.jit.script(DeformableHead())
+    args = (torch.rand(1, 12, 2, 4), torch.tensor([[3, 4]]), torch.tensor([0]), torch.rand(1, 5, 2, 1, 2, 2),
+            torch.rand(1, 5, 2, 1, 2))
+    torch.testing.assert_close(head(*args), DeformableHead()(*args))

@@ -18,14 +18,14 @@ Backward passes are differentiable (``create_graph=True``): avg_pool2d, upsample
 any order, grid_sample and ms_deform_attn to second order; a third derivative of those two raises a
 RuntimeError naming the operator.
 """
-from __future__ import annotations
-
 import math
 import os
 from typing import List, Optional, Sequence, Union
 
 import numpy as np
 import torch
+from torch import Tensor
+from torch._jit_internal import BroadcastingList2
 
 from .. import _core
 from .._registry import OPS, OpSpec, as_tuple, gather_grads, pullback_call
@@ -124,20 +124,27 @@ def _apply(name: str, tensors: Sequence[torch.Tensor], options: dict) -> torch.T
     return _SpatialgradFunction.apply(OPS[name], options, *tensors)
 
 
-def avg_pool2d(input: torch.Tensor, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True, divisor_override: Optional[int] = None) -> torch.Tensor:
+def avg_pool2d(input: Tensor, kernel_size: BroadcastingList2[int], stride: Optional[BroadcastingList2[int]] = None,
+               padding: BroadcastingList2[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: Optional[int] = None) -> Tensor:
     """Differentiable ``F.avg_pool2d`` (3-D or 4-D input)."""
+    if torch.jit.is_scripting():
+        return _avg_pool2d_from_script(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                       divisor_override)
     return _apply("avg_pool2d", [input], dict(kernel_size=kernel_size, stride=stride, padding=padding,
                                                ceil_mode=ceil_mode, count_include_pad=count_include_pad,
                                                divisor_override=divisor_override))
 
 
-def upsample_bilinear2d(input: torch.Tensor, size=None, scale_factor=None, align_corners: Optional[bool] = None,
-                        recompute_scale_factor: Optional[bool] = None) -> torch.Tensor:
+def upsample_bilinear2d(input: Tensor, size: Optional[BroadcastingList2[int]] = None,
+                        scale_factor: Optional[BroadcastingList2[float]] = None, align_corners: Optional[bool] = None,
+                        recompute_scale_factor: Optional[bool] = None) -> Tensor:
     """Differentiable ``F.interpolate(input, size, scale_factor, mode="bilinear", align_corners, ...)``.
 
     A ``channels_last`` input is computed in NHWC without copies and gives a ``channels_last`` result, as in PyTorch.
     """
+    if torch.jit.is_scripting():
+        return _upsample_bilinear2d_from_script(input, size, scale_factor, align_corners, recompute_scale_factor)
     if input.dim() != 4:
         raise ValueError(f"spatialgrad.torch.upsample_bilinear2d(): expected a 4-D input, but got {input.dim()}-D")
     if recompute_scale_factor and scale_factor is not None:
@@ -153,9 +160,11 @@ def upsample_bilinear2d(input: torch.Tensor, size=None, scale_factor=None, align
     return _apply("upsample_bilinear2d", [input], dict(options, layout="NCHW"))
 
 
-def grid_sample(input: torch.Tensor, grid: torch.Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
-                align_corners: Optional[bool] = None) -> torch.Tensor:
+def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
+                align_corners: Optional[bool] = None) -> Tensor:
     """Differentiable ``F.grid_sample`` for 4-D input (``align_corners=None`` means False, as in PyTorch)."""
+    if torch.jit.is_scripting():
+        return _grid_sample_from_script(input, grid, mode, padding_mode, align_corners)
     return _apply("grid_sample", [input, grid], dict(mode=mode, padding_mode=padding_mode,
                                                       align_corners=bool(align_corners)))
 
@@ -168,23 +177,26 @@ def _boxes_k5(boxes: Union[torch.Tensor, List[torch.Tensor]], dtype: torch.dtype
     return boxes.detach()
 
 
-def roi_align(input: torch.Tensor, boxes: Union[torch.Tensor, List[torch.Tensor]], output_size,
-              spatial_scale: float = 1.0, sampling_ratio: int = -1, aligned: bool = False) -> torch.Tensor:
+def roi_align(input: Tensor, boxes: Union[Tensor, List[Tensor]], output_size: BroadcastingList2[int],
+              spatial_scale: float = 1.0, sampling_ratio: int = -1, aligned: bool = False) -> Tensor:
     """Differentiable ``torchvision.ops.roi_align`` (same defaults: ``sampling_ratio=-1`` adaptive, ``aligned=False``)."""
+    if torch.jit.is_scripting():
+        return _roi_align_from_script(input, boxes, output_size, spatial_scale, sampling_ratio, aligned)
     return _apply("roi_align", [input, _boxes_k5(boxes, input.dtype)],
                   dict(output_size=output_size, spatial_scale=float(spatial_scale),
                        sampling_ratio=max(int(sampling_ratio), 0), aligned=bool(aligned)))
 
 
-def ms_deform_attn(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
-                   sampling_locations: torch.Tensor, attention_weights: torch.Tensor,
-                   im2col_step: int = 64) -> torch.Tensor:
+def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor, sampling_locations: Tensor,
+                   attention_weights: Tensor, im2col_step: int = 64) -> Tensor:
     """Differentiable multi-scale deformable attention, mmcv argument order; returns (bs, Q, nH*C).
 
     ``im2col_step`` is accepted for compatibility and ignored (the CPU kernel needs no batching of columns).
     ``sampling_locations`` and ``attention_weights`` are cast to ``value``'s dtype, as mmcv does.
     """
-    del im2col_step
+    if torch.jit.is_scripting():
+        return _ms_deform_attn_from_script(value, spatial_shapes, level_start_index, sampling_locations,
+                                           attention_weights)
     # mmcv casts the points to value's dtype (AMP: float16 value, float32 locations); the casts are part of
     # the graph, so each input's gradient comes back in its own dtype.
     sampling_locations = sampling_locations.to(value.dtype)
@@ -228,3 +240,37 @@ del _name
 
 from . import nn  # noqa: E402  (modules built on the functions above)
 from ._patch import patch  # noqa: E402
+
+
+# TorchScript: a scripted function or module calling an adapter compiles only its `is_scripting()` branch,
+# which calls one of these (torch.jit.ignore: TorchScript calls back into Python, where the adapter runs in
+# eager mode). Scripted models therefore work in Python; saved with torch.jit.save, they cannot run these
+# calls outside Python.
+@torch.jit.ignore
+def _avg_pool2d_from_script(input: Tensor, kernel_size: List[int], stride: Optional[List[int]], padding: List[int],
+                            ceil_mode: bool, count_include_pad: bool, divisor_override: Optional[int]) -> Tensor:
+    return avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+@torch.jit.ignore
+def _upsample_bilinear2d_from_script(input: Tensor, size: Optional[List[int]], scale_factor: Optional[List[float]],
+                                     align_corners: Optional[bool], recompute_scale_factor: Optional[bool]) -> Tensor:
+    return upsample_bilinear2d(input, size, scale_factor, align_corners, recompute_scale_factor)
+
+
+@torch.jit.ignore
+def _grid_sample_from_script(input: Tensor, grid: Tensor, mode: str, padding_mode: str,
+                             align_corners: Optional[bool]) -> Tensor:
+    return grid_sample(input, grid, mode, padding_mode, align_corners)
+
+
+@torch.jit.ignore
+def _roi_align_from_script(input: Tensor, boxes: Union[Tensor, List[Tensor]], output_size: List[int],
+                           spatial_scale: float, sampling_ratio: int, aligned: bool) -> Tensor:
+    return roi_align(input, boxes, output_size, spatial_scale, sampling_ratio, aligned)
+
+
+@torch.jit.ignore
+def _ms_deform_attn_from_script(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
+                                sampling_locations: Tensor, attention_weights: Tensor) -> Tensor:
+    return ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
