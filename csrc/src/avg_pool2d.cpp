@@ -16,8 +16,6 @@ namespace {
 
 constexpr const char* kForward = "avg_pool2d";
 constexpr const char* kBackward = "avg_pool2d_backward";
-// Rough element-operations per parallel task below which splitting costs more than it saves.
-constexpr int64_t kMinWorkPerTask = 1 << 15;
 
 struct Resolved {
   int64_t kh, kw, sh, sw, ph, pw;
@@ -121,7 +119,7 @@ struct Windows {
   // The divisors of output row oh rounded once into `out` (out_w entries), or nullptr when
   // products_exact<Acc>() and the kernels multiply the factors themselves.
   template <class Acc>
-  SG_INLINE const Acc* divisor_row(int64_t oh, Acc* out) const {
+  SPATIALGRAD_INLINE const Acc* divisor_row(int64_t oh, Acc* out) const {
     if (products_exact<Acc>()) return nullptr;
     for (int64_t ow = 0; ow < w.out; ++ow) {
       out[ow] = static_cast<Acc>(static_cast<detail::Int128>(row_factor[oh]) * col_factor[ow]);
@@ -175,7 +173,7 @@ constexpr bool kNarrowRows = detail::kIsHalfType<T>;
 // sums[i] = 0 + row(0)[i * stride] + ... + row(count - 1)[i * stride] for i < n, added in that
 // order from +0 as PyTorch's sums are (0 when count is 0); the first two rows in one pass.
 template <class Acc, class RowAt>
-SG_INLINE void sum_rows(int64_t count, int64_t n, int64_t stride, const RowAt& row, Acc* __restrict sums) {
+SPATIALGRAD_INLINE void sum_rows(int64_t count, int64_t n, int64_t stride, const RowAt& row, Acc* __restrict sums) {
   if (count == 0) {
     std::fill(sums, sums + n, Acc(0));
     return;
@@ -203,7 +201,7 @@ SG_INLINE void sum_rows(int64_t count, int64_t n, int64_t stride, const RowAt& r
 
 // dst[i * stride] = src[i] for i < n, one rounding per element.
 template <class T, class Acc>
-SG_INLINE void store_row(const Acc* __restrict src, int64_t n, T* dst, int64_t stride) {
+SPATIALGRAD_INLINE void store_row(const Acc* __restrict src, int64_t n, T* dst, int64_t stride) {
   if constexpr (kNarrowRows<T>) {
     detail::narrow_row(src, n, dst, stride);
   } else if (stride == 1) {
@@ -248,7 +246,7 @@ struct PlaneCursor {
   T* dst = nullptr;
   // Moves to `item`, the task's first item or the one after the last: true when it starts a plane (or
   // the task), where the plane pointers change.
-  SG_INLINE bool move_to(int64_t item) {
+  SPATIALGRAD_INLINE bool move_to(int64_t item) {
     if (plane >= 0 && ++row < rows) return false;
     plane = item / rows;
     row = item % rows;
@@ -428,7 +426,7 @@ void forward_kernel(const TensorView& input, const TensorView& output, const Win
                                    output.stride(-1),
                                    output.stride(-3),
                                    cast_all<Acc>(win.col_factor)};
-    parallel_chunks(0, (batched ? input.size(0) : 1) * win.h.out, kMinWorkPerTask / (channels * work_per_row) + 1, 0,
+    parallel_chunks(0, (batched ? input.size(0) : 1) * win.h.out, grain_for(channels * work_per_row), 0,
                     [&](ChunkQueue& queue) {
                       ChannelsLastScratch<T> scratch(win, channels);
                       for (int64_t lo, hi; queue.next(lo, hi);) forward_rows_channels_last(plan, scratch, lo, hi);
@@ -438,7 +436,7 @@ void forward_kernel(const TensorView& input, const TensorView& output, const Win
   const PlanePlan<T> plan(win, input, output);
   dispatch_width_pass<detail::StridedBoxSum<Acc>, detail::DirectBoxSum<Acc>>(win, [&](auto* tag) {
     using WidthSum = std::remove_pointer_t<decltype(tag)>;
-    parallel_chunks(0, plan.src_planes.count * win.h.out, kMinWorkPerTask / work_per_row + 1, 0,
+    parallel_chunks(0, plan.src_planes.count * win.h.out, grain_for(work_per_row), 0,
                     [&](ChunkQueue& queue) {
                       ForwardScratch<T, WidthSum> scratch(win);
                       for (int64_t lo, hi; queue.next(lo, hi);) forward_rows(plan, scratch, lo, hi);
@@ -476,7 +474,7 @@ struct BackwardScratch {
 // A function forced inline rather than a lambda: the lambda stopped being inlined into backward_rows's
 // clones when it grew, and its loops then ran at the baseline ISA (15% slower).
 template <class T, class Acc>
-SG_INLINE void scale_grad_row(const Windows& win, int64_t oh, const T* g_row, int64_t g_stride, const Acc* col_factor,
+SPATIALGRAD_INLINE void scale_grad_row(const Windows& win, int64_t oh, const T* g_row, int64_t g_stride, const Acc* col_factor,
                               Acc* divisor_scratch, Acc* __restrict scaled) {
   const int64_t out_w = win.w.out;
   if (const Acc* divisors = win.divisor_row(oh, divisor_scratch)) {
@@ -566,7 +564,7 @@ void backward_kernel(const TensorView& grad_output, const TensorView& grad_input
   const int64_t work_per_row = std::max<int64_t>(1, width_work * (win.h.max_cover + 1));
   dispatch_width_pass<detail::BoxSpread<Acc>, detail::DirectSpread<Acc>>(win, [&](auto* tag) {
     using Spread = std::remove_pointer_t<decltype(tag)>;
-    parallel_chunks(0, plan.dst_planes.count * win.h.in, kMinWorkPerTask / work_per_row + 1, 0,
+    parallel_chunks(0, plan.dst_planes.count * win.h.in, grain_for(work_per_row), 0,
                     [&](ChunkQueue& queue) {
                       BackwardScratch<T, Spread> scratch(win);
                       for (int64_t lo, hi; queue.next(lo, hi);) backward_rows(plan, scratch, lo, hi);

@@ -26,8 +26,6 @@ constexpr const char* kBackward = "grid_sampler_2d_backward";
 // Grid points per table. A table (corner offsets, weights, masks of its points) is computed once per
 // call and reused for every channel; it stays in L1 while the channel loop runs over it.
 constexpr int64_t kBlock = 256;
-// Rough element-operations per parallel task below which splitting costs more than it saves.
-constexpr int64_t kMinWorkPerTask = 1 << 15;
 // Input-gradient planes per backward task, at most.
 constexpr int64_t kMaxChannelBlock = 8;
 
@@ -534,7 +532,7 @@ void forward_kernel(const Context<T>& ctx, const View4<T>& out) {
   const int64_t chunks = (ctx.C + chunk - 1) / chunk;
   const int64_t work =
       std::max<int64_t>(1, std::min(ctx.points, kBlock * runs.blocks_per_run) * (chunk * Table::kCost + 10));
-  parallel_for(0, runs.count * chunks, kMinWorkPerTask / work + 1, [&](int64_t lo, int64_t hi) {
+  parallel_for(0, runs.count * chunks, grain_for(work), [&](int64_t lo, int64_t hi) {
     std::unique_ptr<Table[]> tables = new_tables<Table>(runs.blocks_per_run);
     int64_t built = -1, b0 = 0, b1 = 0, n = 0;
     for (int64_t task = lo; task < hi; ++task) {
@@ -624,7 +622,7 @@ void backward_kernel(const Context<T>& ctx, const View4<const T>& go, const Tens
     if (grad_input != nullptr && with_grad && ctx.N >= 2 * threads) {
       const GradInputPlanes<T> planes(*grad_input, ctx.H, ctx.W);
       const int64_t work = ctx.points * (ctx.C * cost + 10) + ctx.C * ctx.H * ctx.W;
-      parallel_for(0, ctx.N, kMinWorkPerTask / work + 1, [&](int64_t lo, int64_t hi) {
+      parallel_for(0, ctx.N, grain_for(work), [&](int64_t lo, int64_t hi) {
         std::unique_ptr<Table[]> tables = new_tables<Table>(std::max<int64_t>(ctx.blocks, 1));
         std::vector<Acc> ax(static_cast<size_t>(2 * kBlock * ctx.blocks)), ay(ax.size()), scratch = planes.scratch();
         for (int64_t n = lo; n < hi; ++n) {
@@ -659,7 +657,7 @@ void backward_kernel(const Context<T>& ctx, const View4<const T>& go, const Tens
     const Runs runs = make_runs(ctx, threads);
     const int64_t work =
         std::min(ctx.points, kBlock * runs.blocks_per_run) * (with_grad ? ctx.C * Table::kCost + 10 : 10);
-    parallel_for(0, runs.count, kMinWorkPerTask / work + 1, [&](int64_t lo, int64_t hi) {
+    parallel_for(0, runs.count, grain_for(work), [&](int64_t lo, int64_t hi) {
       std::unique_ptr<Table[]> local;
       if (!tables) local = new_tables<Table>(runs.blocks_per_run);
       std::vector<Acc> ax(with_grad ? 2 * kBlock * runs.blocks_per_run : 0), ay(ax.size());
@@ -696,7 +694,7 @@ void backward_kernel(const Context<T>& ctx, const View4<const T>& go, const Tens
       std::clamp<int64_t>((ctx.N * ctx.C + 2 * threads - 1) / (2 * threads), 1, std::min(ctx.C, kMaxChannelBlock));
   const int64_t cblocks = (ctx.C + channel_block - 1) / channel_block;
   const int64_t work = channel_block * (ctx.H * ctx.W + ctx.points * Table::kCost);
-  parallel_for(0, ctx.N * cblocks, kMinWorkPerTask / work + 1, [&](int64_t lo, int64_t hi) {
+  parallel_for(0, ctx.N * cblocks, grain_for(work), [&](int64_t lo, int64_t hi) {
     std::vector<Acc> scratch = planes.scratch();
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t n = task / cblocks, c0 = (task % cblocks) * channel_block;

@@ -29,8 +29,6 @@ namespace {
 using detail::CoordGrad;
 
 constexpr const char* kOp = "grid_sampler_2d_double_backward";
-// Rough element-operations per parallel task below which splitting costs more than it saves.
-constexpr int64_t kMinWorkPerTask = 1 << 15;
 
 // ---- taps ------------------------------------------------------------------------------------------
 
@@ -216,7 +214,7 @@ template <class T>
 void run_point_pass(const Problem<T>& pb) {
   const int64_t points = pb.Ho * pb.Wo;
   const int64_t work = std::max<int64_t>(1, pb.C * pb.taps_per_point() * 6);
-  parallel_for(0, pb.N * points, std::max<int64_t>(1, kMinWorkPerTask / work), [&](int64_t lo, int64_t hi) {
+  parallel_for(0, pb.N * points, grain_for(work), [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) point_pass(pb, i / points, (i % points) / pb.Wo, i % pb.Wo);
   });
 }
@@ -257,7 +255,7 @@ void scatter_planes(const Problem<T>& pb, int64_t n, int64_t c0, int64_t c1) {
 template <class T>
 void run_plane_pass(const Problem<T>& pb) {
   const int64_t work = std::max<int64_t>(1, pb.H * pb.W + (pb.gg_grid ? pb.Ho * pb.Wo * pb.taps_per_point() * 3 : 0));
-  parallel_for(0, pb.N * pb.C, std::max<int64_t>(1, kMinWorkPerTask / work), [&](int64_t lo, int64_t hi) {
+  parallel_for(0, pb.N * pb.C, grain_for(work), [&](int64_t lo, int64_t hi) {
     // The chunk's planes, batch by batch.
     for (int64_t i = lo; i < hi;) {
       const int64_t n = i / pb.C, c0 = i % pb.C, c1 = std::min(pb.C, c0 + (hi - i));

@@ -16,17 +16,10 @@ namespace {
 
 constexpr const char* kForward = "ms_deform_attn";
 constexpr const char* kBackward = "ms_deform_attn_backward";
-// Rough element-operations per parallel task below which splitting costs more than it saves.
-constexpr int64_t kMinWorkPerTask = 1 << 15;
 // Forward tasks cover this many queries of one (batch, head) pair.
 constexpr int64_t kQueryBlock = 64;
 // Channel reductions keep this many independent partial sums (vectorisable, fixed order).
 constexpr int64_t kLanes = 8;
-
-// Items per parallel task for items of the given cost (in double: huge problems must not overflow).
-int64_t grain_for(double work_per_item) {
-  return static_cast<int64_t>(std::min(static_cast<double>(kMinWorkPerTask), kMinWorkPerTask / work_per_item)) + 1;
-}
 
 using detail::DeformLevel;
 
@@ -169,7 +162,7 @@ inline int64_t corner_row(const PaddedLevel& level, int64_t hl, int64_t wl) {
 constexpr int64_t kRowsAhead = 16;
 
 template <class T>
-SG_INLINE void prefetch_span(const T* row, int64_t n, bool for_write) {
+SPATIALGRAD_INLINE void prefetch_span(const T* row, int64_t n, bool for_write) {
   const char* bytes = reinterpret_cast<const char*>(row);
   const int64_t len = n * static_cast<int64_t>(sizeof(T));
   for (int64_t off = 0; off < len; off += 64) {
@@ -304,7 +297,7 @@ void gather_pair_points(const PointArgs<T>& args, int64_t b, int64_t h, int64_t 
 // sum += w0 v0 + w1 v1 + w2 v2 + w3 v3 over the channels, v0..v3 being the rows r, r + 1, r + pitch,
 // r + pitch + 1 (C apart).
 template <class Acc>
-SG_INLINE void forward_channels(int64_t channels, const Acc* corner, int64_t pitch, Acc w0, Acc w1, Acc w2, Acc w3,
+SPATIALGRAD_INLINE void forward_channels(int64_t channels, const Acc* corner, int64_t pitch, Acc w0, Acc w1, Acc w2, Acc w3,
                                 Acc* __restrict sum) {
   const Acc* __restrict v0 = corner;
   const Acc* __restrict v1 = corner + channels;
@@ -403,13 +396,13 @@ struct LanesOf<double> {
 
 // (Through references: a vector returned by value has a target-dependent ABI.)
 template <class V, class Acc>
-SG_INLINE const V& load_lanes(V& v, const Acc* p) {
+SPATIALGRAD_INLINE const V& load_lanes(V& v, const Acc* p) {
   std::memcpy(&v, p, sizeof(V));
   return v;
 }
 
 template <class V, class Acc>
-SG_INLINE void store_lanes(Acc* p, const V& v) {
+SPATIALGRAD_INLINE void store_lanes(Acc* p, const V& v) {
   std::memcpy(p, &v, sizeof(V));
 }
 
@@ -417,7 +410,7 @@ SG_INLINE void store_lanes(Acc* p, const V& v) {
 // computed for the four vectors at once with shuffles that stay within 128-bit halves (two
 // shufps and an add per step with AVX).
 template <class Acc, class V>
-SG_INLINE void sum_lanes(const V& p0, const V& p1, const V& p2, const V& p3, Acc (&dots)[4]) {
+SPATIALGRAD_INLINE void sum_lanes(const V& p0, const V& p1, const V& p2, const V& p3, Acc (&dots)[4]) {
   static_assert(kLanes == 8, "the pairing below is for 8 lanes");
 #if defined(__GNUC__) && !defined(__clang__)
   using Mask = decltype(V{} < V{});  // the integer vector of the same shape
@@ -442,7 +435,7 @@ SG_INLINE void sum_lanes(const V& p0, const V& p1, const V& p2, const V& p3, Acc
 // corner values, so those are combinations of the four dot products dots[i] = <g, v_i>; the same pass
 // adds aw_i * g to the four gradient rows.
 template <class Acc>
-SG_INLINE void backward_channels(int64_t channels, const Acc* __restrict g, const Acc* value, Acc* grad, int64_t pitch,
+SPATIALGRAD_INLINE void backward_channels(int64_t channels, const Acc* __restrict g, const Acc* value, Acc* grad, int64_t pitch,
                                  const Acc (&aw)[4], Acc (&dots)[4]) {
   using V = typename LanesOf<Acc>::type;
   const int64_t offset[4] = {0, channels, pitch * channels, (pitch + 1) * channels};
@@ -502,7 +495,7 @@ SG_INLINE void backward_channels(int64_t channels, const Acc* __restrict g, cons
 // level's value and gradient rows), then its weight gradient and its location gradients (x, y) in
 // out[0..3).
 template <class Acc>
-SG_INLINE void backward_point(int64_t channels, const Acc* g, const Acc* value, Acc* grad, int64_t pitch, Acc a,
+SPATIALGRAD_INLINE void backward_point(int64_t channels, const Acc* g, const Acc* value, Acc* grad, int64_t pitch, Acc a,
                               const detail::DeformPoint<Acc>& pt, Acc width, Acc height, Acc (&out)[3]) {
   const Acc aw[4] = {a * pt.weight[0], a * pt.weight[1], a * pt.weight[2], a * pt.weight[3]};
   Acc dots[4];

@@ -27,8 +27,6 @@ namespace spatialgrad {
 namespace {
 
 constexpr const char* kOp = "ms_deform_attn_double_backward";
-// Rough element-operations per parallel task below which splitting costs more than it saves.
-constexpr int64_t kMinWorkPerTask = 1 << 15;
 
 using detail::DeformLevel;
 using detail::DeformPoint;
@@ -218,7 +216,7 @@ void run(const Problem<T>& pb) {
   const DeformProblem& sh = pb.shape;
   const double work = 1.0 + static_cast<double>(sh.spatial) * sh.channels +
                       static_cast<double>(sh.queries) * sh.levels * sh.points * (sh.channels + 1) * 40;
-  const int64_t grain = static_cast<int64_t>(std::max(1.0, kMinWorkPerTask / work));
+  const int64_t grain = grain_for(work);
   parallel_chunks(0, sh.batch * sh.heads, grain, 0, [&](ChunkQueue& queue) {
     std::vector<AccType<T>> scratch(static_cast<size_t>(2 * sh.channels));  // outside any cloned function
     for (int64_t lo, hi; queue.next(lo, hi);)

@@ -15,8 +15,9 @@ namespace {
 
 constexpr const char* kForward = "roi_align";
 constexpr const char* kBackward = "roi_align_backward";
-// Rough element-operations per parallel task below which splitting costs more than it saves.
-constexpr int64_t kMinWorkPerTask = 1 << 16;
+// Element-operations per task: twice parallel.h's kMinWorkPerTask, a task's setup (packing ROI patches)
+// being heavier than other kernels'.
+constexpr int64_t kMinWorkPerRoiTask = 1 << 16;
 
 // Channels handled together: one 64-byte line of Acc values per pixel in the packed patch, so the
 // per-sample work is a fixed-width loop the compiler vectorises.
@@ -138,9 +139,6 @@ int64_t channel_blocks(int64_t channels) {
   return (channels + kLanes<Acc> - 1) / kLanes<Acc>;
 }
 
-int64_t grain_for(int64_t items, int64_t total_work) {
-  return std::max<int64_t>(1, items * kMinWorkPerTask / std::max<int64_t>(total_work, 1));
-}
 
 template <class T>
 void forward_kernel(const TensorView& input, const TensorView& output, const detail::RoiTable<AccType<T>>& table) {
@@ -166,7 +164,7 @@ void forward_kernel(const TensorView& input, const TensorView& output, const det
   for (const auto& r : table.region) pixels += r.rows() * r.cols();
   const int64_t work = table.samples * 4 * channels + (pixels * chunks + output.numel()) * L;
 
-  parallel_for(0, items, grain_for(items, work), [&](int64_t lo, int64_t hi) {
+  parallel_for(0, items, grain_for(static_cast<double>(work) / std::max<int64_t>(items, 1), kMinWorkPerRoiTask), [&](int64_t lo, int64_t hi) {
     Patch<Acc> patch;
     std::vector<Acc> out_bins(static_cast<size_t>(ph_count * pw_count * L));
     int64_t packed = -1;  // (image, block) currently in the patch
@@ -261,7 +259,7 @@ void backward_kernel(const TensorView& grad_output, const TensorView& grad_input
   // Elements from a channel's first to its last gradient value (prefetched for the next ROI).
   const int64_t g_span = ph_count > 0 && pw_count > 0 ? (ph_count - 1) * gs2 + (pw_count - 1) * gs3 + 1 : 0;
 
-  parallel_for(0, items, grain_for(items, work), [&](int64_t lo, int64_t hi) {
+  parallel_for(0, items, grain_for(static_cast<double>(work) / std::max<int64_t>(items, 1), kMinWorkPerRoiTask), [&](int64_t lo, int64_t hi) {
     Patch<Acc> patch;
     // Lanes past the last channel stay zero.
     std::vector<Acc> g_bins(static_cast<size_t>(ph_count * pw_count * L), Acc(0));

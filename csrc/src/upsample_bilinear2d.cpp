@@ -24,8 +24,6 @@ namespace {
 
 constexpr const char* kForward = "upsample_bilinear2d";
 constexpr const char* kBackward = "upsample_bilinear2d_backward";
-// Rough element-operations per parallel task below which splitting costs more than it saves.
-constexpr int64_t kMinWorkPerTask = 1 << 15;
 // Outputs at least this large are written with non-temporal stores (where used): far beyond the
 // per-core caches, so the lines would be evicted before anyone reads them.
 constexpr int64_t kStreamingBytes = 4 << 20;
@@ -171,7 +169,7 @@ inline void stream_fence() {
 
 // acc[i] = (acc[i] +) sum over m < M of w[m] * rows[m][i * stride], summed in order m = 0, 1, ...
 template <int M, bool kFirst, bool kUnit, class T, class Acc>
-SG_INLINE void sum_group(Acc* acc, const T* const* rows, const Acc* w, int64_t stride, int64_t n) {
+SPATIALGRAD_INLINE void sum_group(Acc* acc, const T* const* rows, const Acc* w, int64_t stride, int64_t n) {
   const T* r[M];
   Acc wt[M];
   for (int m = 0; m < M; ++m) {
@@ -187,7 +185,7 @@ SG_INLINE void sum_group(Acc* acc, const T* const* rows, const Acc* w, int64_t s
 }
 
 template <bool kFirst, bool kUnit, class T, class Acc>
-SG_INLINE void sum_group_of(int64_t m, Acc* acc, const T* const* rows, const Acc* w, int64_t stride, int64_t n) {
+SPATIALGRAD_INLINE void sum_group_of(int64_t m, Acc* acc, const T* const* rows, const Acc* w, int64_t stride, int64_t n) {
   switch (m) {
     case 1:
       return sum_group<1, kFirst, kUnit>(acc, rows, w, stride, n);
@@ -295,7 +293,7 @@ void forward_nchw(const TensorView& input, const TensorView& output, const Table
   const T* in = input.data<T>();
   T* out = output.data<T>();
   const int64_t work_per_row = 3 * out_w + 8;
-  parallel_for(0, planes * out_h, kMinWorkPerTask / work_per_row + 1, [&](int64_t lo, int64_t hi) {
+  parallel_for(0, planes * out_h, grain_for(work_per_row), [&](int64_t lo, int64_t hi) {
     RowPairCache<Acc> cache(out_w);
     const Acc* lw0 = tab.w.l0.data();
     const Acc* lw1 = tab.w.l1.data();
@@ -341,7 +339,7 @@ void forward_nhwc(const TensorView& input, const TensorView& output, const Table
   const bool dense_out = os.c == 1 && os.w == channels;
   const bool stream = worth_streaming(output);
   const int64_t in_w = tab.w.in;
-  parallel_for(0, batch * out_h, kMinWorkPerTask / work_per_row + 1, [&](int64_t lo, int64_t hi) {
+  parallel_for(0, batch * out_h, grain_for(work_per_row), [&](int64_t lo, int64_t hi) {
     RowPairCache<Acc> cache(row_len);
     std::vector<float> wide(detail::kIsHalfType<T> ? static_cast<size_t>(in_w * channels) : 0);  // an input row (iw, c)
     for (int64_t item = lo; item < hi; ++item) {
@@ -462,7 +460,7 @@ void backward_nchw(const TensorView& grad_output, const TensorView& grad_input, 
   T* gi = grad_input.data<T>();
   const int64_t work_per_item = kPlaneBlock * ((tab.h.max_sources + 2) * out_w + 2 * in_w);
   constexpr bool kWidenRows = std::is_same_v<T, Half>;
-  parallel_for(0, blocks * in_h, kMinWorkPerTask / work_per_item + 1, [&](int64_t lo, int64_t hi) {
+  parallel_for(0, blocks * in_h, grain_for(work_per_item), [&](int64_t lo, int64_t hi) {
     std::vector<Acc> rows(static_cast<size_t>(kPlaneBlock * out_w));     // (plane, ow)
     std::vector<Acc> columns(static_cast<size_t>(kPlaneBlock * out_w));  // (ow, plane)
     std::vector<Acc> gathered(static_cast<size_t>(kPlaneBlock * in_w));  // (iw, plane)
@@ -635,7 +633,7 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
   }
   const int64_t work_per_row = ((tab.h.max_sources + 1) * out_w + 2 * out_w + in_w) * channels;
   constexpr bool kWidenRows = std::is_same_v<T, Half>;
-  parallel_for(0, batch * in_h, kMinWorkPerTask / work_per_row + 1, [&](int64_t lo, int64_t hi) {
+  parallel_for(0, batch * in_h, grain_for(work_per_row), [&](int64_t lo, int64_t hi) {
     std::vector<Acc> rows(static_cast<size_t>(max_chunk_outputs * channels));  // (ow - ow_begin, c)
     std::vector<Acc> sum(static_cast<size_t>(channels));
     std::vector<const T*> g_rows(static_cast<size_t>(tab.h.max_sources));

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "spatialgrad/error.h"
+#include "spatialgrad/inline.h"
 
 namespace spatialgrad {
 
@@ -25,22 +26,13 @@ struct BFloat16 {
   uint16_t bits;
 };
 
-// The conversions are forced inline: kernels compile their hot loops in AVX2 clones (target_clones),
-// and GCC does not inline an ordinary inline function into a clone of another target, which would
-// leave a call per element instead of a vector loop.
-#if defined(__GNUC__)
-#define SPATIALGRAD_CONVERT inline __attribute__((always_inline))
-#else
-#define SPATIALGRAD_CONVERT inline
-#endif
-
 namespace detail {
-SPATIALGRAD_CONVERT uint32_t float_bits(float f) {
+SPATIALGRAD_INLINE uint32_t float_bits(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, sizeof(bits));
   return bits;
 }
-SPATIALGRAD_CONVERT float bits_float(uint32_t bits) {
+SPATIALGRAD_INLINE float bits_float(uint32_t bits) {
   float f;
   std::memcpy(&f, &bits, sizeof(f));
   return f;
@@ -54,13 +46,13 @@ SPATIALGRAD_CONVERT float bits_float(uint32_t bits) {
 namespace detail {
 // All ones where `condition` holds: selecting with masks (not ?:) keeps the conversions free of
 // branches, which GCC would not if-convert, and so lets loops of them vectorise.
-SPATIALGRAD_CONVERT uint32_t mask_if(bool condition) { return 0u - static_cast<uint32_t>(condition); }
-SPATIALGRAD_CONVERT uint32_t select(uint32_t mask, uint32_t if_set, uint32_t if_clear) {
+SPATIALGRAD_INLINE uint32_t mask_if(bool condition) { return 0u - static_cast<uint32_t>(condition); }
+SPATIALGRAD_INLINE uint32_t select(uint32_t mask, uint32_t if_set, uint32_t if_clear) {
   return (if_set & mask) | (if_clear & ~mask);
 }
 }  // namespace detail
 
-SPATIALGRAD_CONVERT float to_float(Half h) {
+SPATIALGRAD_INLINE float to_float(Half h) {
   const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
   const uint32_t em = h.bits & 0x7fffu;  // exponent and mantissa
   const uint32_t shifted = em << 13;
@@ -75,7 +67,7 @@ SPATIALGRAD_CONVERT float to_float(Half h) {
   return detail::bits_float(out | sign);
 }
 
-SPATIALGRAD_CONVERT Half to_half(float f) {
+SPATIALGRAD_INLINE Half to_half(float f) {
   const uint32_t bits = detail::float_bits(f);
   const uint32_t sign = (bits >> 16) & 0x8000u;
   const uint32_t magnitude = bits & 0x7fffffffu;
@@ -94,9 +86,9 @@ SPATIALGRAD_CONVERT Half to_half(float f) {
   return Half{static_cast<uint16_t>(out | sign)};
 }
 
-SPATIALGRAD_CONVERT float to_float(BFloat16 b) { return detail::bits_float(static_cast<uint32_t>(b.bits) << 16); }
+SPATIALGRAD_INLINE float to_float(BFloat16 b) { return detail::bits_float(static_cast<uint32_t>(b.bits) << 16); }
 
-SPATIALGRAD_CONVERT BFloat16 to_bfloat16(float f) {
+SPATIALGRAD_INLINE BFloat16 to_bfloat16(float f) {
   const uint32_t bits = detail::float_bits(f);
   const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;  // to nearest even; overflow gives Inf
   const uint32_t nan = (bits >> 16) | 0x40u;                              // quiet, top payload bits kept
@@ -117,7 +109,7 @@ using AccType = typename AccTypeOf<T>::type;
 
 // Loads and stores between storage and accumulation types (one rounding on store).
 template <class Acc, class T>
-SPATIALGRAD_CONVERT Acc load_as(T v) {
+SPATIALGRAD_INLINE Acc load_as(T v) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
     return static_cast<Acc>(to_float(v));
   } else {
@@ -126,7 +118,7 @@ SPATIALGRAD_CONVERT Acc load_as(T v) {
 }
 
 template <class T, class Acc>
-SPATIALGRAD_CONVERT T store_as(Acc v) {
+SPATIALGRAD_INLINE T store_as(Acc v) {
   if constexpr (std::is_same_v<T, Half>) {
     return to_half(static_cast<float>(v));
   } else if constexpr (std::is_same_v<T, BFloat16>) {

@@ -64,6 +64,17 @@ class FirstError {
 };
 }  // namespace detail
 
+// Rough element-operations per parallel task below which splitting costs more than it saves.
+constexpr int64_t kMinWorkPerTask = 1 << 15;
+
+// The grain for items of `work_per_item` element-operations each: the fewest items (>= 1) whose work
+// reaches min_work. The one grain formula of the kernels (a cost model is a kernel's estimate of
+// work_per_item, in named constants).
+inline int64_t grain_for(double work_per_item, int64_t min_work = kMinWorkPerTask) {
+  if (!(work_per_item >= 1)) return min_work;  // also NaN: treat an unknown cost as the cheapest
+  return static_cast<int64_t>(static_cast<double>(min_work) / work_per_item) + 1;
+}
+
 // Chunks per thread when the kernel leaves the size to parallel_chunks: enough for a late or
 // preempted thread's share to be taken by the others, few enough that per-chunk setup stays small.
 constexpr int64_t kChunksPerThread = 4;

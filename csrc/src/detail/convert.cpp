@@ -46,7 +46,7 @@ SG_SIMD_CLONES void narrow_portable(const float* __restrict src, int64_t n, T* d
 // The fused narrowings without conversion instructions: fill(lo, len, scratch) computes the floats of
 // columns [lo, lo + len) into float scratch, a chunk at a time, which are then narrowed.
 template <class T, class Fill>
-SG_INLINE void narrow_chunks(int64_t n, T* dst, int64_t stride, const Fill& fill) {
+SPATIALGRAD_INLINE void narrow_chunks(int64_t n, T* dst, int64_t stride, const Fill& fill) {
   constexpr int64_t kChunk = 256;
   float scratch[kChunk];
   for (int64_t lo = 0; lo < n; lo += kChunk) {

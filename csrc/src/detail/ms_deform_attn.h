@@ -40,7 +40,7 @@ struct DeformPoint {
 
 // The offsets and corner weights of a point whose fractional offsets are (lh, lw).
 template <class Acc>
-SG_INLINE void weigh_deform_point(Acc lh, Acc lw, DeformPoint<Acc>& pt) {
+SPATIALGRAD_INLINE void weigh_deform_point(Acc lh, Acc lw, DeformPoint<Acc>& pt) {
   pt.lh = lh;
   pt.lw = lw;
   pt.hh = Acc(1) - lh;
@@ -54,7 +54,7 @@ SG_INLINE void weigh_deform_point(Acc lh, Acc lw, DeformPoint<Acc>& pt) {
 // Locates (x, y) on a height x width level. Returns false when the point contributes nothing: the
 // strict test -1 < h_im < H, -1 < w_im < W is written so that NaN and Inf fail it.
 template <class Acc>
-SG_INLINE bool locate_deform_point(Acc x, Acc y, int64_t height, int64_t width, DeformPoint<Acc>& pt) {
+SPATIALGRAD_INLINE bool locate_deform_point(Acc x, Acc y, int64_t height, int64_t width, DeformPoint<Acc>& pt) {
   const Acc w_im = x * static_cast<Acc>(width) - Acc(0.5);
   const Acc h_im = y * static_cast<Acc>(height) - Acc(0.5);
   if (!(h_im > Acc(-1) && w_im > Acc(-1) && h_im < static_cast<Acc>(height) && w_im < static_cast<Acc>(width))) {

@@ -77,7 +77,7 @@ class StridedBoxSum {
   // Where the caller puts the n_in row values (everything around them stays zero).
   Acc* input() { return input_; }
 
-  SG_INLINE void run(Acc* __restrict dst) {
+  SPATIALGRAD_INLINE void run(Acc* __restrict dst) {
     const Acc* p = padded_.data();
     if (s_ == 2 && k_ >= 2) {
       // Both phases in one pass over P; phase 0 is one longer when k is odd.
@@ -150,7 +150,7 @@ class BoxSpread {
   Acc* input(int slot) { return input_[slot]; }
 
   // Spreads the values of `slot` into dst[0, n_in).
-  SG_INLINE void run(int slot, Acc* __restrict dst) {
+  SPATIALGRAD_INLINE void run(int slot, Acc* __restrict dst) {
     const Acc* src = input_[slot];
     if (s_ == 1) {
       const Acc* sums = phase_sums(src, phases_[0], sums_.data());
@@ -183,7 +183,7 @@ class BoxSpread {
 
   // The sums src[q + lo] + ... + src[q + hi] for q < count: computed into `scratch`, or, for a
   // single term, src itself.
-  SG_INLINE const Acc* phase_sums(const Acc* src, const Phase& ph, Acc* __restrict scratch) const {
+  SPATIALGRAD_INLINE const Acc* phase_sums(const Acc* src, const Phase& ph, Acc* __restrict scratch) const {
     if (ph.lo > ph.hi) {
       std::fill(scratch, scratch + ph.count, Acc(0));
       return scratch;
@@ -215,7 +215,7 @@ class DirectBoxSum {
 
   Acc* input() { return input_.data(); }
 
-  SG_INLINE void run(Acc* __restrict dst) {
+  SPATIALGRAD_INLINE void run(Acc* __restrict dst) {
     const Acc* x = input_.data();
     for (int64_t o = 0; o < axis_->out; ++o) {
       Acc sum = 0;
@@ -240,7 +240,7 @@ class DirectSpread {
 
   Acc* input(int slot) { return input_[slot].data(); }
 
-  SG_INLINE void run(int slot, Acc* __restrict dst) {
+  SPATIALGRAD_INLINE void run(int slot, Acc* __restrict dst) {
     const Acc* src = input_[slot].data();
     for (int64_t x = 0; x < axis_->in; ++x) {
       Acc sum = 0;

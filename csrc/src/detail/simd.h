@@ -1,10 +1,25 @@
-// Function multiversioning for the hottest loops: SG_SIMD_CLONES gives a function an AVX2 clone that
-// the loader picks on CPUs that have it; portable builds stay at the baseline ISA (no -march).
-// The clone performs the same IEEE operations in the same order, only wider: "avx2" does not
-// enable FMA, so no multiply-add is contracted and both clones give bitwise identical results.
+// The kernels' one vocabulary for SIMD and memory hints. Kernels write portable C++ over the vector
+// type Vec<T, kBytes> (GCC/Clang vector extensions: element-wise IEEE arithmetic, lane by lane) and the
+// helpers below; raw intrinsics, vector typedefs and target attributes appear only in this directory.
+//
+// Per-ISA compilation: SG_SIMD_CLONES gives a hot function an AVX2 clone that the loader picks on CPUs
+// that have it; everything it calls through SPATIALGRAD_INLINE is compiled into each clone with that clone's ISA,
+// so one source gives SSE2 code and AVX2 code (a Vec<float, 32> is one AVX2 register, two SSE ones in
+// the default clone). Portable builds stay at the baseline ISA (no -march). The clone performs the same
+// IEEE operations in the same order, only wider: "avx2" does not enable FMA, so no multiply-add is
+// contracted and both clones give bitwise identical results. Why not Highway: docs/design.md.
+//
+// The explicit half-precision conversions (F16C, AVX-512 BF16) are in convert.cpp, behind the row
+// functions of convert.h and rows.h; the CPU test is cpu.h.
 #pragma once
 
-//
+#include <cstdint>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 // GCC only: clang 14 cannot multiversion function templates (and most cloned functions are templates),
 // so a clang build runs these loops at the baseline ISA: correct, slower. Releases build with GCC.
 //
@@ -16,11 +31,128 @@
 #define SG_SIMD_CLONES
 #endif
 
-// For the helpers of a cloned function: a helper that is not inlined is compiled once, for the
-// baseline ISA, so the AVX2 clone would call SSE code in its hottest loop. Forcing the inlining
-// compiles the helper into each clone with that clone's ISA.
-#if defined(__GNUC__)
-#define SG_INLINE inline __attribute__((always_inline))
+#include "spatialgrad/inline.h"  // SPATIALGRAD_INLINE, for the helpers of cloned functions
+
+namespace spatialgrad::detail {
+
+// The cache-line size of every CPU we target (x86-64, ARMv8 servers).
+constexpr int64_t kCacheLine = 64;
+
+// ---- vectors ------------------------------------------------------------------------------------------------
+
+template <class T, int kBytes>
+struct VecType {
+  typedef T type __attribute__((vector_size(kBytes)));
+};
+// kBytes / sizeof(T) lanes of T.
+template <class T, int kBytes>
+using Vec = typename VecType<T, kBytes>::type;
+template <class T, int kBytes>
+constexpr int64_t kVecLanes = kBytes / static_cast<int64_t>(sizeof(T));
+
+// Unaligned load and store (through memcpy, which compiles to one vector move). Loads fill a reference:
+// a vector returned by value from a function that is not inlined has an ISA-dependent ABI.
+template <class V, class T>
+SPATIALGRAD_INLINE const V& load_u(V& v, const T* p) {
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+template <class V, class T>
+SPATIALGRAD_INLINE void store_u(T* p, const V& v) {
+  std::memcpy(p, &v, sizeof(V));
+}
+
+// dots[j] = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7)) for the lanes x of p_j, j < 4: four
+// horizontal sums in a fixed order, computed together with shuffles that stay within 128-bit halves
+// (two shufps and an add per step with AVX).
+template <class T, class V>
+SPATIALGRAD_INLINE void horizontal_sums4(const V& p0, const V& p1, const V& p2, const V& p3, T (&dots)[4]) {
+  static_assert(sizeof(V) == 8 * sizeof(T), "the pairing below is for 8 lanes");
+#if defined(__GNUC__) && !defined(__clang__)
+  using Mask = decltype(V{} < V{});  // the integer vector of the same shape
+  const Mask first{0, 2, 8, 10, 4, 6, 12, 14}, second{1, 3, 9, 11, 5, 7, 13, 15};
+  // [a01 a23 b01 b23 | a45 a67 b45 b67], where a01 = x0 + x1 of p0, b.. of p1
+  const V t01 = __builtin_shuffle(p0, p1, first) + __builtin_shuffle(p0, p1, second);
+  const V t23 = __builtin_shuffle(p2, p3, first) + __builtin_shuffle(p2, p3, second);
+  // [a0123 b0123 c0123 d0123 | a4567 b4567 c4567 d4567]
+  const V quads = __builtin_shuffle(t01, t23, first) + __builtin_shuffle(t01, t23, second);
+  for (int j = 0; j < 4; ++j) dots[j] = quads[j] + quads[j + 4];
 #else
-#define SG_INLINE inline
+  const V p[4] = {p0, p1, p2, p3};
+  for (int j = 0; j < 4; ++j) {
+    const V& x = p[j];
+    dots[j] = ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7]));
+  }
 #endif
+}
+
+// b[j * rows + i] = a[i * cols + j] for i < rows, j < cols, in 4x4 register blocks where they fit
+// (pure moves: no effect on results).
+template <class T>
+void transpose(const T* a, int64_t rows, int64_t cols, T* b) {
+  int64_t rows4 = 0, cols4 = 0;
+#if defined(__SSE2__)
+  if constexpr (sizeof(T) == 4) {
+    rows4 = rows / 4 * 4;
+    cols4 = cols / 4 * 4;
+    for (int64_t i = 0; i < rows4; i += 4) {
+      for (int64_t j = 0; j < cols4; j += 4) {
+        const float* in = reinterpret_cast<const float*>(a + i * cols + j);
+        __m128 r0 = _mm_loadu_ps(in), r1 = _mm_loadu_ps(in + cols);
+        __m128 r2 = _mm_loadu_ps(in + 2 * cols), r3 = _mm_loadu_ps(in + 3 * cols);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        float* out = reinterpret_cast<float*>(b + j * rows + i);
+        _mm_storeu_ps(out, r0);
+        _mm_storeu_ps(out + rows, r1);
+        _mm_storeu_ps(out + 2 * rows, r2);
+        _mm_storeu_ps(out + 3 * rows, r3);
+      }
+    }
+  }
+#endif
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = i < rows4 ? cols4 : 0; j < cols; ++j) b[j * rows + i] = a[i * cols + j];
+  }
+}
+
+// ---- memory hints (no effect on results) --------------------------------------------------------------------
+
+enum class Access : int { kRead = 0, kWrite = 1 };
+// Where a prefetched line should land: kL1 (all levels) for data used at once, kL2 for data a few
+// steps ahead that would evict lines still in use from L1.
+enum class Locality : int { kL2 = 2, kL1 = 3 };
+
+template <Access kAccess = Access::kRead, Locality kWhere = Locality::kL1>
+SPATIALGRAD_INLINE void prefetch(const void* p) {
+  __builtin_prefetch(p, static_cast<int>(kAccess), static_cast<int>(kWhere));
+}
+
+// Asks for every cache line of the `bytes` bytes at p.
+template <Access kAccess = Access::kRead, Locality kWhere = Locality::kL1>
+SPATIALGRAD_INLINE void prefetch_bytes(const void* p, int64_t bytes) {
+  if (bytes <= 0) return;
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(kCacheLine - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes);
+  for (uintptr_t line = first; line < end; line += kCacheLine) {
+    prefetch<kAccess, kWhere>(reinterpret_cast<const void*>(line));
+  }
+}
+
+// Non-temporal stores: for outputs far larger than the caches that are not read back soon, the store
+// skips the read-for-ownership of each line. stream_store4 writes 4 floats to a 16-byte aligned dst
+// (a plain store where the ISA has none); a task that streamed ends with store_fence().
+constexpr int64_t kStreamAlign = 16;
+SPATIALGRAD_INLINE void stream_store4(float* dst, const Vec<float, 16>& v) {
+#if defined(__SSE2__)
+  _mm_stream_ps(dst, v);
+#else
+  store_u(dst, v);
+#endif
+}
+SPATIALGRAD_INLINE void store_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+}  // namespace spatialgrad::detail
