@@ -7,7 +7,7 @@
 
 #include "detail/checks.h"
 #include "detail/convert.h"
-#include "detail/pool_windows.h"
+#include "detail/avg_pool2d_windows.h"
 #include "detail/simd.h"
 #include "spatialgrad/parallel.h"
 
@@ -109,7 +109,7 @@ struct Windows {
   int64_t kw, sw, pw;
   std::vector<int64_t> row_factor, col_factor;
   double max_product = 0;
-  // Width windows longer than the input or strides past it: the direct width passes (pool_windows.h).
+  // Width windows longer than the input or strides past it: the direct width passes (avg_pool2d_windows.h).
   bool direct_width = false;
 
   template <class Acc>

@@ -9,7 +9,7 @@
 #include "detail/checks.h"
 #include "detail/float_staging.h"
 #include "detail/grid_sampler_2d_checks.h"
-#include "detail/grid_sampler_coords.h"
+#include "detail/grid_sampler_2d_coords.h"
 #include "spatialgrad/parallel.h"
 
 namespace spatialgrad {

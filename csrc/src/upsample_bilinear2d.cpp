@@ -11,13 +11,10 @@
 
 #include "detail/checks.h"
 #include "detail/convert.h"
-#include "detail/linear_interp.h"
+#include "detail/rows.h"
 #include "detail/simd.h"
+#include "detail/upsample_bilinear2d_axis.h"
 #include "spatialgrad/parallel.h"
-
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 namespace spatialgrad {
 namespace {
@@ -132,133 +129,11 @@ class RowPairCache {
   int64_t plane_[2] = {-1, -1}, row_[2] = {-1, -1};
 };
 
-// dst[i * stride] = a0 * r0[i] + a1 * r1[i] for i < n; contiguous stores vectorise.
-// With kStream, long float32 rows go around the cache (non-temporal stores): an upsampled output is
-// several times the input and is not read back here, so this saves the read-for-ownership of every
-// output line (measured: a large gain for NHWC rows of out_w * C values, a loss for short NCHW rows).
-template <bool kStream = false, class T, class Acc>
-inline void blend_store(T* dst, int64_t stride, const Acc* r0, const Acc* r1, Acc a0, Acc a1, int64_t n) {
-#if defined(__SSE2__)
-  if constexpr (kStream && std::is_same_v<T, float> && std::is_same_v<Acc, float>) {
-    if (stride == 1 && n >= 16) {
-      int64_t i = 0;
-      for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 15) != 0; ++i) dst[i] = a0 * r0[i] + a1 * r1[i];
-      const __m128 v0 = _mm_set1_ps(a0), v1 = _mm_set1_ps(a1);
-      for (; i + 4 <= n; i += 4) {
-        const __m128 sum = _mm_add_ps(_mm_mul_ps(v0, _mm_loadu_ps(r0 + i)), _mm_mul_ps(v1, _mm_loadu_ps(r1 + i)));
-        _mm_stream_ps(dst + i, sum);
-      }
-      for (; i < n; ++i) dst[i] = a0 * r0[i] + a1 * r1[i];
-      return;
-    }
-  }
-#endif
-  if (stride == 1) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = store_as<T>(a0 * r0[i] + a1 * r1[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) dst[i * stride] = store_as<T>(a0 * r0[i] + a1 * r1[i]);
-  }
-}
-
-// Orders this thread's non-temporal stores before the task ends.
-inline void stream_fence() {
-#if defined(__SSE2__)
-  _mm_sfence();
-#endif
-}
-
-// acc[i] = (acc[i] +) sum over m < M of w[m] * rows[m][i * stride], summed in order m = 0, 1, ...
-template <int M, bool kFirst, bool kUnit, class T, class Acc>
-SPATIALGRAD_INLINE void sum_group(Acc* acc, const T* const* rows, const Acc* w, int64_t stride, int64_t n) {
-  const T* r[M];
-  Acc wt[M];
-  for (int m = 0; m < M; ++m) {
-    r[m] = rows[m];
-    wt[m] = w[m];
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t at = kUnit ? i : i * stride;
-    Acc sum = kFirst ? wt[0] * load_as<Acc>(r[0][at]) : acc[i] + wt[0] * load_as<Acc>(r[0][at]);
-    for (int m = 1; m < M; ++m) sum += wt[m] * load_as<Acc>(r[m][at]);
-    acc[i] = sum;
-  }
-}
-
-template <bool kFirst, bool kUnit, class T, class Acc>
-SPATIALGRAD_INLINE void sum_group_of(int64_t m, Acc* acc, const T* const* rows, const Acc* w, int64_t stride, int64_t n) {
-  switch (m) {
-    case 1:
-      return sum_group<1, kFirst, kUnit>(acc, rows, w, stride, n);
-    case 2:
-      return sum_group<2, kFirst, kUnit>(acc, rows, w, stride, n);
-    case 3:
-      return sum_group<3, kFirst, kUnit>(acc, rows, w, stride, n);
-    default:
-      return sum_group<4, kFirst, kUnit>(acc, rows, w, stride, n);
-  }
-}
-
-// acc[i] = sum over k < count (>= 1) of w[k] * rows[k][i * stride], in order k = 0, 1, ...: up to four
-// rows per pass, so the accumulator row is read and written once per four source rows.
-template <class T, class Acc>
-SG_SIMD_CLONES void weighted_rows(Acc* acc, const T* const* rows, const Acc* w, int64_t count, int64_t stride,
-                                  int64_t n) {
-  for (int64_t k = 0; k < count; k += 4) {
-    const int64_t m = std::min<int64_t>(4, count - k);
-    if (stride == 1) {
-      if (k == 0) {
-        sum_group_of<true, true>(m, acc, rows + k, w + k, stride, n);
-      } else {
-        sum_group_of<false, true>(m, acc, rows + k, w + k, stride, n);
-      }
-    } else {
-      if (k == 0) {
-        sum_group_of<true, false>(m, acc, rows + k, w + k, stride, n);
-      } else {
-        sum_group_of<false, false>(m, acc, rows + k, w + k, stride, n);
-      }
-    }
-  }
-}
-
-template <class T, class Acc>
-inline void store_row(T* dst, int64_t stride, const Acc* src, int64_t n) {
-  if (stride == 1) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = store_as<T>(src[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) dst[i * stride] = store_as<T>(src[i]);
-  }
-}
-
-// store_row for rows that are not read back soon: for float32, non-temporal stores skip the
-// read-for-ownership of each written line. The task must end with stream_fence().
-template <class T, class Acc>
-inline void store_row_streaming(T* dst, int64_t stride, const Acc* src, int64_t n) {
-#if defined(__SSE2__)
-  if constexpr (std::is_same_v<T, float> && std::is_same_v<Acc, float>) {
-    if (stride == 1 && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
-      int64_t i = 0;
-      for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
-      for (; i < n; ++i) dst[i] = src[i];
-      return;
-    }
-  }
-#endif
-  store_row(dst, stride, src, n);
-}
-
+// Asks for a contiguous row's cache lines, into L2 rather than L1: measured faster in both backward
+// kernels, as L1 prefetches evicted lines still in use.
 template <class T>
-inline void zero_row(T* dst, int64_t stride, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i * stride] = store_as<T>(AccType<T>(0));
-}
-
-// Asks for the cache lines of a contiguous row (a hint: no effect on results), into L2 rather than
-// L1: measured faster in both backward kernels, as L1 prefetches evicted lines still in use.
-template <class T>
-inline void prefetch_row(const T* row, int64_t n) {
-  const char* bytes = reinterpret_cast<const char*>(row);
-  const int64_t len = n * static_cast<int64_t>(sizeof(T));
-  for (int64_t off = 0; off < len; off += 64) __builtin_prefetch(bytes + off, 0, 2);
+SPATIALGRAD_INLINE void prefetch_row(const T* row, int64_t n) {
+  detail::prefetch_bytes<detail::Access::kRead, detail::Locality::kL2>(row, n * static_cast<int64_t>(sizeof(T)));
 }
 
 // dst[x * channels + c] = row[x * step + c * c_step] widened, for x < count and c < channels: an NHWC
@@ -306,7 +181,7 @@ void forward_nchw(const TensorView& input, const TensorView& output, const Table
       const auto rows = cache.get(plane, tab.h.i0[oh], tab.h.i1[oh], [&](int64_t ih, Acc* buf) {
         const T* row = src + ih * is.h;
         if constexpr (detail::kIsHalfType<T>) {
-          detail::widen_row(row, is.w, tab.w.in, wide.data());
+          detail::load_row(row, is.w, tab.w.in, wide.data());
           for (int64_t ow = 0; ow < out_w; ++ow) buf[ow] = lw0[ow] * wide[tab.w.i0[ow]] + lw1[ow] * wide[tab.w.i1[ow]];
         } else {
           for (int64_t ow = 0; ow < out_w; ++ow)
@@ -314,84 +189,90 @@ void forward_nchw(const TensorView& input, const TensorView& output, const Table
         }
       });
       T* dst = out + n * os.n + c * os.c + oh * os.h;
-      if constexpr (detail::kIsHalfType<T>) {
-        detail::narrow_blend_rows(rows.first, rows.second, tab.h.l0[oh], tab.h.l1[oh], out_w, dst, os.w);
-      } else {
-        blend_store(dst, os.w, rows.first, rows.second, tab.h.l0[oh], tab.h.l1[oh], out_w);
-      }
+      detail::blend_rows(rows.first, rows.second, tab.h.l0[oh], tab.h.l1[oh], out_w, dst, os.w);
     }
   });
 }
 
-// NHWC: channels innermost; a row buffer holds (ow, c) for all channels; planes are n.
+// NHWC: channels innermost; a row buffer holds (ow, c) for all channels; planes are n. The two passes of
+// one output row, sharing the strides and tables.
+template <class T>
+struct NhwcForward {
+  using Acc = AccType<T>;
+  const Tables<Acc>& tab;
+  Strides is, os;
+  int64_t channels;
+  std::vector<int64_t> col0, col1;  // input column offsets of the two W taps
+  bool dense_out;                   // output rows are one contiguous run of (ow, c)
+  bool stream;
+
+  NhwcForward(const TensorView& input, const TensorView& output, const Tables<Acc>& t)
+      : tab(t),
+        is(strides_of(input, Layout::kNHWC)),
+        os(strides_of(output, Layout::kNHWC)),
+        channels(input.size(3)),
+        col0(scaled(t.w.i0, is.w)),
+        col1(scaled(t.w.i1, is.w)),
+        dense_out(os.c == 1 && os.w == channels),
+        stream(worth_streaming(output)) {}
+
+  // buf[ow * C + c] = the W interpolation of input row `row` (float16/bfloat16 rows widened into `wide` first).
+  void interpolate_row(const T* row, Acc* buf, float* wide) const {
+    if constexpr (detail::kIsHalfType<T>) {
+      widen_pixels(row, is.w, is.c, tab.w.in, channels, wide);
+      for (int64_t ow = 0; ow < tab.w.out; ++ow) {
+        blend_pixel(wide + tab.w.i0[ow] * channels, wide + tab.w.i1[ow] * channels, 1, ow, buf + ow * channels);
+      }
+    } else {
+      for (int64_t ow = 0; ow < tab.w.out; ++ow) blend_pixel(row + col0[ow], row + col1[ow], is.c, ow, buf + ow * channels);
+    }
+  }
+
+  template <class S>
+  void blend_pixel(const S* p0, const S* p1, int64_t c_step, int64_t ow, Acc* b) const {
+    const Acc w0 = tab.w.l0[ow], w1 = tab.w.l1[ow];
+    if (c_step == 1) {
+      for (int64_t c = 0; c < channels; ++c) b[c] = w0 * load_as<Acc>(p0[c]) + w1 * load_as<Acc>(p1[c]);
+    } else {
+      for (int64_t c = 0; c < channels; ++c) b[c] = w0 * load_as<Acc>(p0[c * c_step]) + w1 * load_as<Acc>(p1[c * c_step]);
+    }
+  }
+
+  // Output row oh from its two interpolated input rows.
+  void store_row(const Acc* r0, const Acc* r1, int64_t oh, T* dst) const {
+    const Acc a0 = tab.h.l0[oh], a1 = tab.h.l1[oh];
+    const int64_t row_len = tab.w.out * channels;
+    if (dense_out && stream) {
+      detail::blend_rows<true>(r0, r1, a0, a1, row_len, dst, 1);
+    } else if (dense_out) {
+      detail::blend_rows(r0, r1, a0, a1, row_len, dst, 1);
+    } else {
+      for (int64_t ow = 0; ow < tab.w.out; ++ow)
+        detail::blend_rows(r0 + ow * channels, r1 + ow * channels, a0, a1, channels, dst + ow * os.w, os.c);
+    }
+  }
+};
+
 template <class T>
 void forward_nhwc(const TensorView& input, const TensorView& output, const Tables<AccType<T>>& tab) {
   using Acc = AccType<T>;
-  const Strides is = strides_of(input, Layout::kNHWC), os = strides_of(output, Layout::kNHWC);
-  const int64_t channels = input.size(3), batch = input.size(0);
-  const int64_t out_h = tab.h.out, out_w = tab.w.out;
-  const std::vector<int64_t> col0 = scaled(tab.w.i0, is.w), col1 = scaled(tab.w.i1, is.w);
+  const NhwcForward<T> pass(input, output, tab);
+  const int64_t out_h = tab.h.out, row_len = tab.w.out * pass.channels;
   const T* in = input.data<T>();
   T* out = output.data<T>();
-  const int64_t row_len = out_w * channels;
-  const int64_t work_per_row = 3 * row_len + 8;
-  // Output rows whose (ow, c) elements are one contiguous run store in a single pass.
-  const bool dense_out = os.c == 1 && os.w == channels;
-  const bool stream = worth_streaming(output);
-  const int64_t in_w = tab.w.in;
-  parallel_for(0, batch * out_h, grain_for(work_per_row), [&](int64_t lo, int64_t hi) {
+  parallel_for(0, input.size(0) * out_h, grain_for(3 * row_len + 8), [&](int64_t lo, int64_t hi) {
     RowPairCache<Acc> cache(row_len);
-    std::vector<float> wide(detail::kIsHalfType<T> ? static_cast<size_t>(in_w * channels) : 0);  // an input row (iw, c)
+    // An input row (iw, c), widened, for float16/bfloat16.
+    std::vector<float> wide(detail::kIsHalfType<T> ? static_cast<size_t>(tab.w.in * pass.channels) : 0);
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t n = item / out_h, oh = item % out_h;
-      const T* src = in + n * is.n;
+      const T* src = in + n * pass.is.n;
       const auto rows = cache.get(n, tab.h.i0[oh], tab.h.i1[oh], [&](int64_t ih, Acc* buf) {
-        const T* row = src + ih * is.h;
-        if constexpr (detail::kIsHalfType<T>) {
-          widen_pixels(row, is.w, is.c, in_w, channels, wide.data());
-          for (int64_t ow = 0; ow < out_w; ++ow) {
-            const float* p0 = wide.data() + tab.w.i0[ow] * channels;
-            const float* p1 = wide.data() + tab.w.i1[ow] * channels;
-            const Acc w0 = tab.w.l0[ow], w1 = tab.w.l1[ow];
-            Acc* b = buf + ow * channels;
-            for (int64_t c = 0; c < channels; ++c) b[c] = w0 * p0[c] + w1 * p1[c];
-          }
-          return;
-        }
-        for (int64_t ow = 0; ow < out_w; ++ow) {
-          const T* p0 = row + col0[ow];
-          const T* p1 = row + col1[ow];
-          const Acc w0 = tab.w.l0[ow], w1 = tab.w.l1[ow];
-          Acc* b = buf + ow * channels;
-          if (is.c == 1) {
-            for (int64_t c = 0; c < channels; ++c) b[c] = w0 * load_as<Acc>(p0[c]) + w1 * load_as<Acc>(p1[c]);
-          } else {
-            for (int64_t c = 0; c < channels; ++c)
-              b[c] = w0 * load_as<Acc>(p0[c * is.c]) + w1 * load_as<Acc>(p1[c * is.c]);
-          }
-        }
+        pass.interpolate_row(src + ih * pass.is.h, buf, wide.data());
       });
-      T* dst = out + n * os.n + oh * os.h;
-      const Acc a0 = tab.h.l0[oh], a1 = tab.h.l1[oh];
-      if constexpr (detail::kIsHalfType<T>) {
-        if (dense_out) {
-          detail::narrow_blend_rows(rows.first, rows.second, a0, a1, row_len, dst, 1);
-        } else {
-          for (int64_t ow = 0; ow < out_w; ++ow) {
-            detail::narrow_blend_rows(rows.first + ow * channels, rows.second + ow * channels, a0, a1, channels,
-                                      dst + ow * os.w, os.c);
-          }
-        }
-      } else if (dense_out && stream) {
-        blend_store<true>(dst, 1, rows.first, rows.second, a0, a1, row_len);
-      } else if (dense_out) {
-        blend_store(dst, 1, rows.first, rows.second, a0, a1, row_len);
-      } else {
-        for (int64_t ow = 0; ow < out_w; ++ow)
-          blend_store(dst + ow * os.w, os.c, rows.first + ow * channels, rows.second + ow * channels, a0, a1, channels);
-      }
+      pass.store_row(rows.first, rows.second, oh, out + n * pass.os.n + oh * pass.os.h);
     }
-    stream_fence();
+    detail::store_fence();
   });
 }
 
@@ -422,115 +303,106 @@ SG_SIMD_CLONES void gather_plane_block(Acc* gathered, const Acc* columns, const 
   }
 }
 
-// b[j * rows + i] = a[i * cols + j] for i < rows, j < cols: the (plane, ow) <-> (ow, plane) reorders
-// of the NCHW backward, in 4x4 SSE blocks where they fit (pure moves: no effect on results).
-template <class Acc>
-void transpose(const Acc* a, int64_t rows, int64_t cols, Acc* b) {
-  int64_t rows4 = 0, cols4 = 0;
-#if defined(__SSE2__)
-  if constexpr (std::is_same_v<Acc, float>) {
-    rows4 = rows / 4 * 4;
-    cols4 = cols / 4 * 4;
-    for (int64_t i = 0; i < rows4; i += 4) {
-      for (int64_t j = 0; j < cols4; j += 4) {
-        __m128 r0 = _mm_loadu_ps(a + i * cols + j), r1 = _mm_loadu_ps(a + (i + 1) * cols + j);
-        __m128 r2 = _mm_loadu_ps(a + (i + 2) * cols + j), r3 = _mm_loadu_ps(a + (i + 3) * cols + j);
-        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-        _mm_storeu_ps(b + j * rows + i, r0);
-        _mm_storeu_ps(b + (j + 1) * rows + i, r1);
-        _mm_storeu_ps(b + (j + 2) * rows + i, r2);
-        _mm_storeu_ps(b + (j + 3) * rows + i, r3);
-      }
+// The passes of one NCHW backward task over its blocks of planes, with the task's scratch.
+template <class T>
+struct NchwBackward {
+  using Acc = AccType<T>;
+  // float16 source rows are converted by row functions (detail/rows.h: F16C where present; ~2x faster
+  // here than per-element conversion in the kernel; bfloat16 widens with a shift, cheaper in
+  // registers): fused with the H sum for unit-stride rows, else widened whole first.
+  static constexpr bool kWidenRows = std::is_same_v<T, Half>;
+  const Tables<Acc>& tab;
+  Strides gs, is;
+  int64_t channels;
+  std::vector<Acc> rows, columns, gathered, sums;  // (plane, ow), (ow, plane), (iw, plane), (plane, iw)
+  std::vector<const T*> g_rows;
+  std::vector<float> wide;
+  std::vector<const float*> wide_rows;
+
+  NchwBackward(const Tables<Acc>& t, const Strides& g, const Strides& i, int64_t c)
+      : tab(t),
+        gs(g),
+        is(i),
+        channels(c),
+        rows(static_cast<size_t>(kPlaneBlock * t.w.out)),
+        columns(rows.size()),
+        gathered(static_cast<size_t>(kPlaneBlock * t.w.in)),
+        sums(gathered.size()),
+        g_rows(static_cast<size_t>(t.h.max_sources)),
+        wide(kWidenRows ? static_cast<size_t>(t.h.max_sources * t.w.out) : 0),
+        wide_rows(kWidenRows ? static_cast<size_t>(t.h.max_sources) : 0) {}
+
+  int64_t plane_offset(int64_t plane, const Strides& st) const {
+    return (plane / channels) * st.n + (plane % channels) * st.c;
+  }
+
+  // The grad_output rows of input row `next` are mostly new: request them during this row, so their
+  // loads overlap its arithmetic (the hardware prefetcher misses these short rows). (Into L2 only:
+  // eight planes 2^k bytes apart share L1 sets.)
+  void prefetch_sources(const T* go, int64_t first_plane, int64_t count, int64_t next) const {
+    if (next >= tab.h.in || gs.w != 1) return;
+    for (int64_t p = 0; p < count; ++p) {
+      const T* g_plane = go + plane_offset(first_plane + p, gs);
+      for (int64_t e = tab.h.start[next]; e < tab.h.start[next + 1]; ++e)
+        prefetch_row(g_plane + tab.h.source[e] * gs.h, tab.w.out);
     }
   }
-#endif
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = i < rows4 ? cols4 : 0; j < cols; ++j) b[j * rows + i] = a[i * cols + j];
+
+  // rows[p] = the H-contracted grad_output row of input row ih, for the block's planes p < count.
+  void contract_h(const T* go, int64_t first_plane, int64_t count, int64_t ih) {
+    const int64_t e_begin = tab.h.start[ih], h_count = tab.h.start[ih + 1] - e_begin;
+    const Acc* h_weight = tab.h.weight.data() + e_begin;
+    const int64_t out_w = tab.w.out;
+    for (int64_t p = 0; p < count; ++p) {
+      const T* g_plane = go + plane_offset(first_plane + p, gs);
+      for (int64_t k = 0; k < h_count; ++k) g_rows[k] = g_plane + tab.h.source[e_begin + k] * gs.h;
+      Acc* row = rows.data() + p * out_w;
+      if constexpr (kWidenRows) {
+        if (gs.w != 1) {
+          for (int64_t k = 0; k < h_count; ++k) detail::load_row(g_rows[k], gs.w, out_w, wide.data() + k * out_w);
+          for (int64_t k = 0; k < h_count; ++k) wide_rows[k] = wide.data() + k * out_w;
+          detail::weighted_row_sum(wide_rows.data(), h_weight, h_count, 1, out_w, row);
+          continue;
+        }
+      }
+      detail::weighted_row_sum(g_rows.data(), h_weight, h_count, gs.w, out_w, row);
+    }
   }
-}
+
+  // The W gather of the block, all planes at once, and the stores of grad_input row ih. Rows p >= count
+  // hold stale values of an earlier block; they are computed but never stored.
+  void gather_w_and_store(T* gi, int64_t first_plane, int64_t count, int64_t ih) {
+    const int64_t in_w = tab.w.in;
+    detail::transpose(rows.data(), kPlaneBlock, tab.w.out, columns.data());
+    gather_plane_block(gathered.data(), columns.data(), tab.w.start.data(), tab.w.source.data(), tab.w.weight.data(),
+                       in_w);
+    detail::transpose(gathered.data(), in_w, kPlaneBlock, sums.data());
+    for (int64_t p = 0; p < count; ++p)
+      detail::store_row(sums.data() + p * in_w, in_w, gi + plane_offset(first_plane + p, is) + ih * is.h, is.w);
+  }
+};
 
 template <class T>
 void backward_nchw(const TensorView& grad_output, const TensorView& grad_input, const Tables<AccType<T>>& tab) {
-  using Acc = AccType<T>;
   const Strides gs = strides_of(grad_output, Layout::kNCHW), is = strides_of(grad_input, Layout::kNCHW);
   const int64_t channels = grad_input.size(1), planes = grad_input.size(0) * channels;
-  const int64_t blocks = (planes + kPlaneBlock - 1) / kPlaneBlock;
-  const int64_t in_h = tab.h.in, in_w = tab.w.in, out_w = tab.w.out;
+  const int64_t blocks = (planes + kPlaneBlock - 1) / kPlaneBlock, in_h = tab.h.in;
   const T* go = grad_output.data<T>();
   T* gi = grad_input.data<T>();
-  const int64_t work_per_item = kPlaneBlock * ((tab.h.max_sources + 2) * out_w + 2 * in_w);
-  constexpr bool kWidenRows = std::is_same_v<T, Half>;
+  const int64_t work_per_item = kPlaneBlock * ((tab.h.max_sources + 2) * tab.w.out + 2 * tab.w.in);
   parallel_for(0, blocks * in_h, grain_for(work_per_item), [&](int64_t lo, int64_t hi) {
-    std::vector<Acc> rows(static_cast<size_t>(kPlaneBlock * out_w));     // (plane, ow)
-    std::vector<Acc> columns(static_cast<size_t>(kPlaneBlock * out_w));  // (ow, plane)
-    std::vector<Acc> gathered(static_cast<size_t>(kPlaneBlock * in_w));  // (iw, plane)
-    std::vector<const T*> g_rows(static_cast<size_t>(tab.h.max_sources));
-    // float16 source rows are converted by row functions (detail/convert.h: F16C where present; ~2x
-    // faster here than per-element conversion in the kernel; bfloat16 widens with a shift, cheaper in
-    // registers): fused with the H sum for unit-stride rows, else widened whole first. Half rows are
-    // narrowed whole.
-    std::vector<float> wide(kWidenRows ? static_cast<size_t>(tab.h.max_sources * out_w) : 0);
-    std::vector<const float*> wide_rows(kWidenRows ? static_cast<size_t>(tab.h.max_sources) : 0);
-    std::vector<Acc> sums(static_cast<size_t>(kPlaneBlock * in_w));       // (plane, iw)
-    const int64_t* w_start = tab.w.start.data();
-    const int64_t* w_source = tab.w.source.data();
-    const Acc* w_weight = tab.w.weight.data();
+    NchwBackward<T> pass(tab, gs, is, channels);
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t block = item / in_h, ih = item % in_h;
       const int64_t first_plane = block * kPlaneBlock, count = std::min(kPlaneBlock, planes - first_plane);
-      auto plane_offset = [&](int64_t p, const Strides& st) {
-        const int64_t plane = first_plane + p;
-        return (plane / channels) * st.n + (plane % channels) * st.c;
-      };
-      const int64_t e_begin = tab.h.start[ih], e_end = tab.h.start[ih + 1];
-      if (e_begin == e_end) {  // no output row reads this input row
-        for (int64_t p = 0; p < count; ++p) zero_row(gi + plane_offset(p, is) + ih * is.h, is.w, in_w);
+      if (tab.h.start[ih] == tab.h.start[ih + 1]) {  // no output row reads this input row
+        for (int64_t p = 0; p < count; ++p)
+          detail::zero_row(tab.w.in, gi + pass.plane_offset(first_plane + p, is) + ih * is.h, is.w);
         continue;
       }
-      // The grad_output rows of the next input row are mostly new: request them now, so their
-      // loads overlap this row's arithmetic (the hardware prefetcher misses these short rows).
-      // (Into L2 only: eight planes 2^k bytes apart share L1 sets.)
-      if (ih + kPrefetchRows < in_h && gs.w == 1) {
-        const int64_t next = ih + kPrefetchRows;
-        for (int64_t p = 0; p < count; ++p) {
-          const T* g_plane = go + plane_offset(p, gs);
-          for (int64_t e = tab.h.start[next]; e < tab.h.start[next + 1]; ++e)
-            prefetch_row(g_plane + tab.h.source[e] * gs.h, out_w);
-        }
-      }
-      for (int64_t p = 0; p < count; ++p) {
-        const T* g_plane = go + plane_offset(p, gs);
-        for (int64_t e = e_begin; e < e_end; ++e) g_rows[e - e_begin] = g_plane + tab.h.source[e] * gs.h;
-        Acc* row = rows.data() + p * out_w;
-        if constexpr (kWidenRows) {
-          if (gs.w == 1) {
-            detail::weighted_sum_rows(g_rows.data(), tab.h.weight.data() + e_begin, e_end - e_begin, out_w, row);
-          } else {
-            for (int64_t k = 0; k < e_end - e_begin; ++k) {
-              detail::widen_row(g_rows[k], gs.w, out_w, wide.data() + k * out_w);
-              wide_rows[k] = wide.data() + k * out_w;
-            }
-            weighted_rows(row, wide_rows.data(), tab.h.weight.data() + e_begin, e_end - e_begin, 1, out_w);
-          }
-        } else {
-          weighted_rows(row, g_rows.data(), tab.h.weight.data() + e_begin, e_end - e_begin, gs.w, out_w);
-        }
-      }
-      // Rows p >= count hold stale values of an earlier block; they are computed but never stored.
-      transpose(rows.data(), kPlaneBlock, out_w, columns.data());
-      gather_plane_block(gathered.data(), columns.data(), w_start, w_source, w_weight, in_w);
-      transpose(gathered.data(), in_w, kPlaneBlock, sums.data());
-      for (int64_t p = 0; p < count; ++p) {
-        T* dst = gi + plane_offset(p, is) + ih * is.h;
-        const Acc* src = sums.data() + p * in_w;
-        if constexpr (detail::kIsHalfType<T>) {
-          detail::narrow_row(src, in_w, dst, is.w);
-        } else if (is.w == 1) {
-          for (int64_t iw = 0; iw < in_w; ++iw) dst[iw] = store_as<T>(src[iw]);
-        } else {
-          for (int64_t iw = 0; iw < in_w; ++iw) dst[iw * is.w] = store_as<T>(src[iw]);
-        }
-      }
+      pass.prefetch_sources(go, first_plane, count, ih + kPrefetchRows);
+      pass.contract_h(go, first_plane, count, ih);
+      pass.gather_w_and_store(gi, first_plane, count, ih);
     }
   });
 }
@@ -571,9 +443,9 @@ std::vector<ColumnChunk> column_chunks(const detail::LinearAxis<Acc>& w_axis, in
 template <class T>
 SG_SIMD_CLONES void gather_columns_dense(const detail::LinearAxis<T>& w_axis, const ColumnChunk& chunk, const T* rows,
                                          int64_t channels, T* dst, int64_t pixel_stride, bool stream) {
-  typedef T Vec __attribute__((vector_size(32)));  // one AVX2 register (two SSE ones in the default clone)
-  constexpr int64_t kLanes = sizeof(Vec) / sizeof(T);
-  auto load = [](Vec& v, const T* p) { std::memcpy(&v, p, sizeof(Vec)); };
+  using Vec = detail::Vec<T, 32>;  // one AVX2 register (two SSE ones in the default clone)
+  constexpr int64_t kLanes = detail::kVecLanes<T, 32>;
+  auto load = [](Vec& v, const T* p) { detail::load_u(v, p); };
   for (int64_t iw = chunk.iw_begin; iw < chunk.iw_end; ++iw) {
     const int64_t e0 = w_axis.start[iw], count = w_axis.start[iw + 1] - e0;
     T* __restrict out = dst + iw * pixel_stride;
@@ -601,7 +473,7 @@ SG_SIMD_CLONES void gather_columns_dense(const detail::LinearAxis<T>& w_axis, co
       std::memcpy(block, &s0, sizeof(Vec));
       std::memcpy(block + kLanes, &s1, sizeof(Vec));
       if (stream) {
-        store_row_streaming(out + c, 1, block, 2 * kLanes);
+        detail::store_row_streaming(block, 2 * kLanes, out + c, 1);
       } else {
         std::memcpy(out + c, block, sizeof(block));
       }
@@ -614,115 +486,131 @@ SG_SIMD_CLONES void gather_columns_dense(const detail::LinearAxis<T>& w_axis, co
   }
 }
 
+// The passes of one NHWC backward task, with the task's scratch: per input row, per column chunk, the
+// H pass into `rows` then the W gather into grad_input.
+template <class T>
+struct NhwcBackward {
+  using Acc = AccType<T>;
+  static constexpr bool kWidenRows = std::is_same_v<T, Half>;  // as in NchwBackward
+  const Tables<Acc>& tab;
+  Strides gs, is;
+  int64_t channels;
+  bool dense_g, stream;
+  std::vector<Acc> rows;  // (ow - ow_begin, c)
+  std::vector<Acc> sum;
+  std::vector<const T*> g_rows, g_rows_next;
+  std::vector<const Acc*> r_rows;
+  std::vector<float> wide;
+  std::vector<const float*> wide_rows;
+  int64_t prefetch_count = 0;  // rows of g_rows_next to request during this input row
+
+  NhwcBackward(const Tables<Acc>& t, const TensorView& grad_output, const TensorView& grad_input, int64_t max_width)
+      : tab(t),
+        gs(strides_of(grad_output, Layout::kNHWC)),
+        is(strides_of(grad_input, Layout::kNHWC)),
+        channels(grad_input.size(3)),
+        dense_g(gs.c == 1 && gs.w == channels),
+        stream(worth_streaming(grad_input)),
+        rows(static_cast<size_t>(max_width * channels)),
+        sum(static_cast<size_t>(channels)),
+        g_rows(static_cast<size_t>(t.h.max_sources)),
+        g_rows_next(g_rows.size()),
+        r_rows(static_cast<size_t>(t.w.max_sources)),
+        wide(kWidenRows ? static_cast<size_t>(t.h.max_sources * max_width * channels) : 0),
+        wide_rows(kWidenRows ? static_cast<size_t>(t.h.max_sources) : 0) {}
+
+  // As in backward_nchw, the next input row's new grad_output rows are requested during this row, a
+  // piece of a chunk's columns at a time (contract_h): one burst per row overflows the miss queue and stalls.
+  void plan_prefetch(const T* g_image, int64_t ih) {
+    prefetch_count = 0;
+    if (ih + 1 >= tab.h.in || !dense_g) return;
+    const int64_t last_read = tab.h.source[tab.h.start[ih + 1] - 1];
+    for (int64_t e = tab.h.start[ih + 1]; e < tab.h.start[ih + 2]; ++e) {
+      const int64_t oh = tab.h.source[e];
+      if (oh > last_read) g_rows_next[prefetch_count++] = g_image + oh * gs.h;  // not read by ih
+    }
+  }
+
+  // rows = the H contraction for input row ih of the output columns the chunk reads.
+  void contract_h(const T* g_image, int64_t ih, const ColumnChunk& chunk) {
+    const int64_t e_begin = tab.h.start[ih], h_count = tab.h.start[ih + 1] - e_begin;
+    const Acc* h_weight = tab.h.weight.data() + e_begin;
+    const int64_t ow0 = chunk.ow_begin, width = chunk.ow_end - chunk.ow_begin, len = width * channels;
+    auto source_row = [&](int64_t k, int64_t ow) { return g_image + tab.h.source[e_begin + k] * gs.h + ow * gs.w; };
+    if (dense_g) {
+      // In pieces, each after requesting its part of the next rows: the requests of a whole chunk at
+      // once overflow the miss queues, and the prefetches then wait (~15% of the time).
+      for (int64_t at = 0; at < len; at += kPrefetchPiece) {
+        const int64_t n = std::min(kPrefetchPiece, len - at);
+        for (int64_t k = 0; k < prefetch_count; ++k) prefetch_row(g_rows_next[k] + ow0 * channels + at, n);
+        for (int64_t k = 0; k < h_count; ++k) g_rows[k] = source_row(k, ow0) + at;
+        detail::weighted_row_sum(g_rows.data(), h_weight, h_count, 1, n, rows.data() + at);
+      }
+    } else if constexpr (kWidenRows) {
+      for (int64_t k = 0; k < h_count; ++k) {
+        wide_rows[k] = wide.data() + k * len;
+        widen_pixels(source_row(k, ow0), gs.w, gs.c, width, channels, wide.data() + k * len);
+      }
+      if (width > 0) detail::weighted_row_sum(wide_rows.data(), h_weight, h_count, 1, len, rows.data());
+    } else {
+      for (int64_t ow = 0; ow < width; ++ow) {
+        for (int64_t k = 0; k < h_count; ++k) g_rows[k] = source_row(k, ow0 + ow);
+        detail::weighted_row_sum(g_rows.data(), h_weight, h_count, gs.c, channels, rows.data() + ow * channels);
+      }
+    }
+  }
+
+  // grad_input pixels of the chunk's columns of one row (dst: the row's first pixel) from `rows`.
+  void gather_w(const ColumnChunk& chunk, T* dst) {
+    if constexpr (std::is_same_v<T, Acc>) {
+      if (is.c == 1) return gather_columns_dense(tab.w, chunk, rows.data(), channels, dst, is.w, stream);
+    }
+    for (int64_t iw = chunk.iw_begin; iw < chunk.iw_end; ++iw) {
+      const int64_t e0 = tab.w.start[iw], w_count = tab.w.start[iw + 1] - e0;
+      T* out_px = dst + iw * is.w;
+      if (w_count == 0) {
+        detail::zero_row(channels, out_px, is.c);
+        continue;
+      }
+      for (int64_t k = 0; k < w_count; ++k) r_rows[k] = rows.data() + (tab.w.source[e0 + k] - chunk.ow_begin) * channels;
+      detail::weighted_row_sum(r_rows.data(), tab.w.weight.data() + e0, w_count, 1, channels, sum.data());
+      if (stream) {
+        detail::store_row_streaming(sum.data(), channels, out_px, is.c);
+      } else {
+        detail::store_row(sum.data(), channels, out_px, is.c);
+      }
+    }
+  }
+};
+
 // NHWC: channels innermost, so both passes vectorise over (ow, c) / c. Input columns are processed
 // in chunks (column_chunks) to keep the H-contracted buffer in L1.
 template <class T>
 void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, const Tables<AccType<T>>& tab) {
-  using Acc = AccType<T>;
-  const Strides gs = strides_of(grad_output, Layout::kNHWC), is = strides_of(grad_input, Layout::kNHWC);
-  const int64_t channels = grad_input.size(3), batch = grad_input.size(0);
-  const int64_t in_h = tab.h.in, in_w = tab.w.in, out_w = tab.w.out;
+  const int64_t channels = grad_input.size(3), in_h = tab.h.in, in_w = tab.w.in, out_w = tab.w.out;
+  const std::vector<ColumnChunk> chunks = column_chunks(tab.w, channels);
+  int64_t max_width = 0;
+  for (const ColumnChunk& chunk : chunks) max_width = std::max(max_width, chunk.ow_end - chunk.ow_begin);
   const T* go = grad_output.data<T>();
   T* gi = grad_input.data<T>();
-  const bool dense_g = gs.c == 1 && gs.w == channels;
-  const bool stream = worth_streaming(grad_input);
-  const std::vector<ColumnChunk> chunks = column_chunks(tab.w, channels);
-  int64_t max_chunk_outputs = 0;
-  for (const ColumnChunk& chunk : chunks) {
-    max_chunk_outputs = std::max(max_chunk_outputs, chunk.ow_end - chunk.ow_begin);
-  }
   const int64_t work_per_row = ((tab.h.max_sources + 1) * out_w + 2 * out_w + in_w) * channels;
-  constexpr bool kWidenRows = std::is_same_v<T, Half>;
-  parallel_for(0, batch * in_h, grain_for(work_per_row), [&](int64_t lo, int64_t hi) {
-    std::vector<Acc> rows(static_cast<size_t>(max_chunk_outputs * channels));  // (ow - ow_begin, c)
-    std::vector<Acc> sum(static_cast<size_t>(channels));
-    std::vector<const T*> g_rows(static_cast<size_t>(tab.h.max_sources));
-    std::vector<const T*> g_rows_next(static_cast<size_t>(tab.h.max_sources));
-    std::vector<const Acc*> r_rows(static_cast<size_t>(tab.w.max_sources));
-    // float16 source rows are converted as in backward_nchw.
-    std::vector<float> wide(kWidenRows ? static_cast<size_t>(tab.h.max_sources * max_chunk_outputs * channels) : 0);
-    std::vector<const float*> wide_rows(kWidenRows ? static_cast<size_t>(tab.h.max_sources) : 0);
+  parallel_for(0, grad_input.size(0) * in_h, grain_for(work_per_row), [&](int64_t lo, int64_t hi) {
+    NhwcBackward<T> pass(tab, grad_output, grad_input, max_width);
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t n = item / in_h, ih = item % in_h;
-      T* dst = gi + n * is.n + ih * is.h;
-      const int64_t e_begin = tab.h.start[ih], e_end = tab.h.start[ih + 1];
-      if (e_begin == e_end) {
-        for (int64_t iw = 0; iw < in_w; ++iw) zero_row(dst + iw * is.w, is.c, channels);
+      T* dst = gi + n * pass.is.n + ih * pass.is.h;
+      if (tab.h.start[ih] == tab.h.start[ih + 1]) {
+        for (int64_t iw = 0; iw < in_w; ++iw) detail::zero_row(channels, dst + iw * pass.is.w, pass.is.c);
         continue;
       }
-      const T* g_image = go + n * gs.n;
-      // As in backward_nchw, the next input row's new grad_output rows are requested during this row, a
-      // piece of a chunk's columns at a time (below): one burst per row overflows the miss queue and stalls.
-      int64_t prefetch_count = 0;
-      if (ih + 1 < in_h && dense_g) {
-        for (int64_t e = tab.h.start[ih + 1]; e < tab.h.start[ih + 2]; ++e) {
-          const int64_t oh = tab.h.source[e];
-          if (oh > tab.h.source[e_end - 1]) g_rows_next[prefetch_count++] = g_image + oh * gs.h;  // not read by ih
-        }
-      }
-      const int64_t h_count = e_end - e_begin;
-      const Acc* h_weight = tab.h.weight.data() + e_begin;
+      const T* g_image = go + n * pass.gs.n;
+      pass.plan_prefetch(g_image, ih);
       for (const ColumnChunk& chunk : chunks) {
-        // H pass over the output columns the chunk reads.
-        const int64_t ow0 = chunk.ow_begin, width = chunk.ow_end - chunk.ow_begin;
-        if (dense_g) {
-          // In pieces, each after requesting its part of the next rows: the requests of a whole chunk at
-          // once overflow the miss queues, and the prefetches then wait (~15% of the time).
-          const int64_t len = width * channels;
-          for (int64_t at = 0; at < len; at += kPrefetchPiece) {
-            const int64_t n = std::min(kPrefetchPiece, len - at);
-            for (int64_t k = 0; k < prefetch_count; ++k) prefetch_row(g_rows_next[k] + ow0 * channels + at, n);
-            for (int64_t k = 0; k < h_count; ++k) {
-              g_rows[k] = g_image + tab.h.source[e_begin + k] * gs.h + ow0 * gs.w + at;
-            }
-            if constexpr (kWidenRows) {
-              detail::weighted_sum_rows(g_rows.data(), h_weight, h_count, n, rows.data() + at);
-            } else {
-              weighted_rows(rows.data() + at, g_rows.data(), h_weight, h_count, 1, n);
-            }
-          }
-        } else if constexpr (kWidenRows) {
-          const int64_t len = width * channels;
-          for (int64_t k = 0; k < h_count; ++k) {
-            const T* g_row = g_image + tab.h.source[e_begin + k] * gs.h + ow0 * gs.w;
-            wide_rows[k] = wide.data() + k * len;
-            widen_pixels(g_row, gs.w, gs.c, width, channels, wide.data() + k * len);
-          }
-          if (width > 0) weighted_rows(rows.data(), wide_rows.data(), h_weight, h_count, 1, len);
-        } else {
-          for (int64_t ow = 0; ow < width; ++ow) {
-            for (int64_t k = 0; k < h_count; ++k)
-              g_rows[k] = g_image + tab.h.source[e_begin + k] * gs.h + (ow0 + ow) * gs.w;
-            weighted_rows(rows.data() + ow * channels, g_rows.data(), h_weight, h_count, gs.c, channels);
-          }
-        }
-        // W gather.
-        if constexpr (std::is_same_v<T, Acc>) {
-          if (is.c == 1) {
-            gather_columns_dense(tab.w, chunk, rows.data(), channels, dst, is.w, stream);
-            continue;
-          }
-        }
-        for (int64_t iw = chunk.iw_begin; iw < chunk.iw_end; ++iw) {
-          const int64_t e0 = tab.w.start[iw], w_count = tab.w.start[iw + 1] - e0;
-          T* out_px = dst + iw * is.w;
-          if (w_count == 0) {
-            zero_row(out_px, is.c, channels);
-            continue;
-          }
-          for (int64_t k = 0; k < w_count; ++k) r_rows[k] = rows.data() + (tab.w.source[e0 + k] - ow0) * channels;
-          weighted_rows(sum.data(), r_rows.data(), tab.w.weight.data() + e0, w_count, 1, channels);
-          if constexpr (detail::kIsHalfType<T>) {
-            detail::narrow_row(sum.data(), channels, out_px, is.c);
-          } else if (stream) {
-            store_row_streaming(out_px, is.c, sum.data(), channels);
-          } else {
-            store_row(out_px, is.c, sum.data(), channels);
-          }
-        }
+        pass.contract_h(g_image, ih, chunk);
+        pass.gather_w(chunk, dst);
       }
     }
-    stream_fence();
+    detail::store_fence();
   });
 }
 

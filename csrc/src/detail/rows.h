@@ -86,4 +86,64 @@ SPATIALGRAD_INLINE void blend_rows(const Acc* r0, const Acc* r1, Acc a0, Acc a1,
   }
 }
 
+// ---- weighted sums of rows ----------------------------------------------------------------------------------
+
+// acc[i] = (acc[i] +) sum over m < M of w[m] * rows[m][i * stride], summed in order m = 0, 1, ...
+template <int M, bool kFirst, bool kUnit, class T, class Acc>
+SPATIALGRAD_INLINE void sum_group(Acc* acc, const T* const* rows, const Acc* w, int64_t stride, int64_t n) {
+  const T* r[M];
+  Acc wt[M];
+  for (int m = 0; m < M; ++m) {
+    r[m] = rows[m];
+    wt[m] = w[m];
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t at = kUnit ? i : i * stride;
+    Acc sum = kFirst ? wt[0] * load_as<Acc>(r[0][at]) : acc[i] + wt[0] * load_as<Acc>(r[0][at]);
+    for (int m = 1; m < M; ++m) sum += wt[m] * load_as<Acc>(r[m][at]);
+    acc[i] = sum;
+  }
+}
+
+template <bool kFirst, bool kUnit, class T, class Acc>
+SPATIALGRAD_INLINE void sum_group_of(int64_t m, Acc* acc, const T* const* rows, const Acc* w, int64_t stride, int64_t n) {
+  switch (m) {
+    case 1:
+      return sum_group<1, kFirst, kUnit>(acc, rows, w, stride, n);
+    case 2:
+      return sum_group<2, kFirst, kUnit>(acc, rows, w, stride, n);
+    case 3:
+      return sum_group<3, kFirst, kUnit>(acc, rows, w, stride, n);
+    default:
+      return sum_group<4, kFirst, kUnit>(acc, rows, w, stride, n);
+  }
+}
+
+// acc[i] = sum over k < count (>= 1) of w[k] * rows[k][i * stride] in Acc, in order k = 0, 1, ...: up to
+// four rows per pass, so the accumulator row is read and written once per four source rows. float16 rows
+// of unit stride go through convert.h's weighted_sum_rows (F16C where present; the same bits).
+template <class T, class Acc>
+SG_SIMD_CLONES void weighted_row_sum(const T* const* rows, const Acc* w, int64_t count, int64_t stride, int64_t n,
+                                     Acc* acc) {
+  if constexpr (std::is_same_v<T, Half> && std::is_same_v<Acc, float>) {
+    if (stride == 1) return weighted_sum_rows(rows, w, count, n, acc);
+  }
+  for (int64_t k = 0; k < count; k += 4) {
+    const int64_t m = std::min<int64_t>(4, count - k);
+    if (stride == 1) {
+      if (k == 0) {
+        sum_group_of<true, true>(m, acc, rows + k, w + k, stride, n);
+      } else {
+        sum_group_of<false, true>(m, acc, rows + k, w + k, stride, n);
+      }
+    } else {
+      if (k == 0) {
+        sum_group_of<true, false>(m, acc, rows + k, w + k, stride, n);
+      } else {
+        sum_group_of<false, false>(m, acc, rows + k, w + k, stride, n);
+      }
+    }
+  }
+}
+
 }  // namespace spatialgrad::detail

@@ -125,17 +125,20 @@ enum class Locality : int { kL2 = 2, kL1 = 3 };
 template <Access kAccess = Access::kRead, Locality kWhere = Locality::kL1>
 SPATIALGRAD_INLINE void prefetch(const void* p) {
   __builtin_prefetch(p, static_cast<int>(kAccess), static_cast<int>(kWhere));
+#if defined(__GNUC__)
+  // GCC counts a prefetch as no effect at all: a helper that only prefetches is found "const" and its
+  // calls deleted (measured: the upsample NCHW backward lost its prefetches, 30% slower). An empty
+  // volatile asm (no instruction, no memory clobber) marks the effect.
+  asm volatile("");
+#endif
 }
 
 // Asks for every cache line of the `bytes` bytes at p.
 template <Access kAccess = Access::kRead, Locality kWhere = Locality::kL1>
 SPATIALGRAD_INLINE void prefetch_bytes(const void* p, int64_t bytes) {
-  if (bytes <= 0) return;
-  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(kCacheLine - 1);
-  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes);
-  for (uintptr_t line = first; line < end; line += kCacheLine) {
-    prefetch<kAccess, kWhere>(reinterpret_cast<const void*>(line));
-  }
+  const char* line = static_cast<const char*>(p) - (reinterpret_cast<uintptr_t>(p) & (kCacheLine - 1));
+  const char* end = static_cast<const char*>(p) + bytes;
+  for (; line < end; line += kCacheLine) prefetch<kAccess, kWhere>(line);
 }
 
 // Non-temporal stores: for outputs far larger than the caches that are not read back soon, the store
