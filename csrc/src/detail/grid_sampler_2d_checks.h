@@ -18,6 +18,14 @@ inline void check_grid_sampler_modes(const char* op, const GridSampler2dParams& 
            "(): expected padding_mode in {0 (zeros), 1 (border), 2 (reflection)}, but got ", p.padding_mode);
 }
 
+// The modes as enums (after check_grid_sampler_modes): kernels switch on these, not on the aclnn integers.
+inline GridSamplerInterpolation interpolation_of(const GridSampler2dParams& p) {
+  return static_cast<GridSamplerInterpolation>(p.interpolation_mode);
+}
+inline GridSamplerPadding padding_of(const GridSampler2dParams& p) {
+  return static_cast<GridSamplerPadding>(p.padding_mode);
+}
+
 // (N, C, Ho, Wo) for input (N, C, H, W) and grid (N, Ho, Wo, 2).
 inline std::vector<int64_t> grid_sampler_output_shape(const char* op, const std::vector<int64_t>& in,
                                                       const std::vector<int64_t>& grid) {

@@ -6,6 +6,8 @@
 // +-Inf) to coordinate 0; zeros padding keeps NaN, whose corners are then all out of bounds.
 #pragma once
 
+#include "spatialgrad/grid_sampler_2d.h"  // GridSamplerPadding
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -69,16 +71,12 @@ inline CoordGrad<Acc> reflect(Acc ix, int64_t size, bool align_corners) {
   return {(2 * span - r) + low, -sign};
 }
 
-// The padding modes as numbers (GridSamplerPadding).
-constexpr int64_t kPadZeros = 0;
-constexpr int64_t kPadBorder = 1;
-constexpr int64_t kPadReflection = 2;
 
 // Padding applied to an unnormalised coordinate (also to each bicubic tap): its value and derivative.
 template <class Acc>
-inline CoordGrad<Acc> apply_padding(Acc ix, int64_t size, int64_t padding, bool align_corners) {
-  if (padding == kPadBorder) return clip(ix, size);
-  if (padding == kPadReflection) {
+inline CoordGrad<Acc> apply_padding(Acc ix, int64_t size, GridSamplerPadding padding, bool align_corners) {
+  if (padding == GridSamplerPadding::kBorder) return clip(ix, size);
+  if (padding == GridSamplerPadding::kReflection) {
     const CoordGrad<Acc> r = reflect(ix, size, align_corners);
     const CoordGrad<Acc> c = clip(r.value, size);
     return {c.value, r.grad * c.grad};
@@ -88,7 +86,7 @@ inline CoordGrad<Acc> apply_padding(Acc ix, int64_t size, int64_t padding, bool 
 
 // Grid value -> padded source coordinate and d coordinate / d grid value (bilinear and nearest).
 template <class Acc>
-inline CoordGrad<Acc> source_coordinate(Acc x, int64_t size, int64_t padding, bool align_corners) {
+inline CoordGrad<Acc> source_coordinate(Acc x, int64_t size, GridSamplerPadding padding, bool align_corners) {
   const CoordGrad<Acc> u = unnormalize(x, size, align_corners);
   const CoordGrad<Acc> p = apply_padding(u.value, size, padding, align_corners);
   return {p.value, u.grad * p.grad};
