@@ -45,7 +45,9 @@ extern "C" aclnnStatus aclnnAvgPool2dBackwardGetWorkspaceSize(
     p->params.ceil_mode = ceilMode;
     p->params.count_include_pad = countIncludePad;
     p->params.divisor_override = divisorOverride;
-    p->params.cube_math_type = cubeMathType;
+    // cubeMathType picks the NPU's matrix-unit precision; the CPU has one precision, so it is only validated.
+    SG_CHECK(cubeMathType >= 0 && cubeMathType <= 3, kPlanApi, "(): expected cube_math_type in {0, 1, 2, 3}, but got ",
+             static_cast<int>(cubeMathType));
     spatialgrad::check_avg_pool2d_backward(p->grad_output, p->self, p->grad_input, p->params);
     // self lends only its shape: sharing its memory changes nothing.
     check_disjoint(kPlanApi, {{"gradInput", p->grad_input}}, {{"gradOutput", p->grad_output}});

@@ -5,9 +5,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "detail/avg_pool2d_windows.h"
 #include "detail/checks.h"
 #include "detail/convert.h"
-#include "detail/avg_pool2d_windows.h"
+#include "detail/rows.h"
 #include "detail/simd.h"
 #include "spatialgrad/parallel.h"
 
@@ -44,8 +45,6 @@ Resolved resolve(const char* op, const AvgPool2dParams& p) {
   SG_CHECK(r.ph <= r.kh / 2 && r.pw <= r.kw / 2, op,
            "(): expected padding to be at most half the kernel size, but got padding ", format_list(pad, "[", "]"),
            " for kernel_size ", format_list(k, "[", "]"));
-  SG_CHECK(p.cube_math_type >= 0 && p.cube_math_type <= 3, op, "(): expected cube_math_type in {0, 1, 2, 3}, but got ",
-           p.cube_math_type);
   return r;
 }
 
@@ -199,17 +198,6 @@ SPATIALGRAD_INLINE void sum_rows(int64_t count, int64_t n, int64_t stride, const
   }
 }
 
-// dst[i * stride] = src[i] for i < n, one rounding per element.
-template <class T, class Acc>
-SPATIALGRAD_INLINE void store_row(const Acc* __restrict src, int64_t n, T* dst, int64_t stride) {
-  if constexpr (kNarrowRows<T>) {
-    detail::narrow_row(src, n, dst, stride);
-  } else if (stride == 1) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = store_as<T>(src[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) dst[i * stride] = store_as<T>(src[i]);
-  }
-}
 
 // What a task of forward_rows or backward_rows needs of the call: the planes it reads (src: input or
 // grad_output) and those it writes (dst: output or grad_input).
@@ -326,7 +314,7 @@ SG_SIMD_CLONES void forward_rows(const PlanePlan<T>& plan, ForwardScratch<T, Wid
       const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
       for (int64_t ow = 0; ow < out_w; ++ow) sums[ow] /= row_factor * col_factor[ow];
     }
-    store_row(sums, out_w, cursor.dst + oh * plan.dst_h, plan.dst_w);
+    detail::store_row(sums, out_w, cursor.dst + oh * plan.dst_h, plan.dst_w);
   }
 }
 
@@ -400,7 +388,7 @@ SG_SIMD_CLONES void forward_rows_channels_last(const ChannelsLastPlan<T>& plan, 
       }
       const Acc divisor = divisors ? divisors[ow] : row_factor * col_factor[ow];
       for (int64_t c = 0; c < C; ++c) sum[c] /= divisor;
-      store_row(sum, C, plan.out + n * plan.out_n + oh * plan.out_h + ow * plan.out_w, plan.out_c);
+      detail::store_row(sum, C, plan.out + n * plan.out_n + oh * plan.out_h + ow * plan.out_w, plan.out_c);
     }
   }
 }
@@ -543,7 +531,7 @@ SG_SIMD_CLONES void backward_rows(const PlanePlan<T>& plan, BackwardScratch<T, S
       }
     }
     if (count == 1) {
-      store_row(covering[0], in_w, dst, plan.dst_w);
+      detail::store_row(covering[0], in_w, dst, plan.dst_w);
     } else if (count == 2 && direct_store) {
       const Acc* __restrict r0 = covering[0];
       const Acc* __restrict r1 = covering[1];
@@ -551,7 +539,7 @@ SG_SIMD_CLONES void backward_rows(const PlanePlan<T>& plan, BackwardScratch<T, S
     } else {
       // sum_rows starts from +0, which changes no spread value (none is -0).
       sum_rows(count, in_w, 1, [&](int64_t k) { return covering[k]; }, scratch.row_out.data());
-      store_row(scratch.row_out.data(), in_w, dst, plan.dst_w);
+      detail::store_row(scratch.row_out.data(), in_w, dst, plan.dst_w);
     }
   }
 }

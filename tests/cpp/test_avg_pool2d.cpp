@@ -362,9 +362,6 @@ TEST(AvgPool2d, ValidationErrors) {
   p.padding = {2};
   expect_param_error(p, "expected padding to be at most half the kernel size");
   p = base;
-  p.cube_math_type = 4;
-  expect_param_error(p, "expected cube_math_type in {0, 1, 2, 3}, but got 4");
-  p = base;
   p.kernel_size = {7};
   expect_param_error(p, "expected an output of at least 1x1");
 

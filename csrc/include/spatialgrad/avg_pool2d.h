@@ -19,7 +19,6 @@ struct AvgPool2dParams {
   bool ceil_mode = false;
   bool count_include_pad = true;        // divide by the window clipped at the padded edge
   int64_t divisor_override = 0;         // 0 = unset; any other value (negative too) divides every window
-  int64_t cube_math_type = 0;           // aclnn precision switch: validated in {0,1,2,3}, no effect on the CPU
 };
 
 // Output shape for an input shape ((C,H,W) or (N,C,H,W)); validates the parameters.
