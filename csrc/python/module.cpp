@@ -9,6 +9,7 @@
 PYBIND11_MODULE(_core, m) {
   namespace sg = spatialgrad;
   m.doc() = "spatialgrad C++ kernels (use the functions re-exported by the spatialgrad package)";
+  m.attr("__version__") = SPATIALGRAD_VERSION;  // from VERSION, through CMake
   sg::python::register_error_translator();
   m.def("set_num_threads", &sg::set_num_threads, pybind11::arg("n"),
         "Threads used by spatialgrad kernels (process-wide); n <= 0 restores the default.");
