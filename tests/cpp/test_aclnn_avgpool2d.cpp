@@ -11,6 +11,7 @@
 #include "acl/acl.h"
 #include "aclnn_core_util.h"
 #include "aclnn_test_util.h"
+#include "test_util.h"
 #include "aclnnop/aclnn_avgpool2d_backward.h"
 #include "spatialgrad/avg_pool2d.h"
 
@@ -31,39 +32,13 @@ struct Pool {
   int8_t cube_math_type = 0;
 };
 
-int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, bool ceil) {
-  const int64_t num = in + 2 * p - k + (ceil ? s - 1 : 0);
-  int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
-  if (ceil && (out - 1) * s >= in + p) --out;
-  return out;
-}
-
-// docs/operators.md (Average pooling) backward on (planes, H, W) with contiguous double buffers.
-std::vector<double> naive_backward(const std::vector<double>& g, int64_t planes, int64_t H, int64_t W, int64_t OH,
-                                   int64_t OW, const Pool& p) {
+// The reference of test_util.h for the pooling of `p` (an empty stride is the kernel size).
+spatialgrad::testing::NaivePool naive_of(const Pool& p) {
   const int64_t kh = p.kernel[0], kw = p.kernel.size() == 1 ? p.kernel[0] : p.kernel[1];
   const int64_t sh = p.stride.empty() ? kh : p.stride[0];
   const int64_t sw = p.stride.empty() ? kw : (p.stride.size() == 1 ? p.stride[0] : p.stride[1]);
   const int64_t ph = p.padding[0], pw = p.padding.size() == 1 ? p.padding[0] : p.padding[1];
-  std::vector<double> out(static_cast<size_t>(planes * H * W), 0.0);
-  for (int64_t pl = 0; pl < planes; ++pl)
-    for (int64_t oh = 0; oh < OH; ++oh)
-      for (int64_t ow = 0; ow < OW; ++ow) {
-        int64_t h0 = oh * sh - ph, w0 = ow * sw - pw;
-        int64_t h1 = std::min(h0 + kh, H + ph), w1 = std::min(w0 + kw, W + pw);
-        const int64_t pool = (h1 - h0) * (w1 - w0);
-        h0 = std::max<int64_t>(h0, 0);
-        w0 = std::max<int64_t>(w0, 0);
-        h1 = std::min(h1, H);
-        w1 = std::min(w1, W);
-        if (h0 >= h1 || w0 >= w1) continue;
-        const int64_t div =
-            p.divisor_override != 0 ? p.divisor_override : (p.count_include_pad ? pool : (h1 - h0) * (w1 - w0));
-        const double v = g[static_cast<size_t>((pl * OH + oh) * OW + ow)] / static_cast<double>(div);
-        for (int64_t h = h0; h < h1; ++h)
-          for (int64_t w = w0; w < w1; ++w) out[static_cast<size_t>((pl * H + h) * W + w)] += v;
-      }
-  return out;
+  return {kh, kw, sh, sw, ph, pw, p.ceil_mode, p.count_include_pad, p.divisor_override};
 }
 
 aclnnStatus run(const aclTensor* go, const aclTensor* self, const Pool& p, aclTensor* gi, bool null_stride = false) {
@@ -82,11 +57,8 @@ template <class T>
 void check_against_naive(const std::vector<int64_t>& in_shape, const Pool& p, aclDataType dtype, double tol,
                          bool null_stride = false) {
   const int64_t H = in_shape[in_shape.size() - 2], W = in_shape.back();
-  const int64_t kh = p.kernel[0], kw = p.kernel.size() == 1 ? p.kernel[0] : p.kernel[1];
-  const int64_t sh = p.stride.empty() ? kh : p.stride[0];
-  const int64_t sw = p.stride.empty() ? kw : (p.stride.size() == 1 ? p.stride[0] : p.stride[1]);
-  const int64_t ph = p.padding[0], pw = p.padding.size() == 1 ? p.padding[0] : p.padding[1];
-  const int64_t OH = out_size(H, kh, sh, ph, p.ceil_mode), OW = out_size(W, kw, sw, pw, p.ceil_mode);
+  const spatialgrad::testing::NaivePool naive = naive_of(p);
+  const int64_t OH = naive.out_h(H), OW = naive.out_w(W);
   std::vector<int64_t> out_shape(in_shape.begin(), in_shape.end() - 2);
   out_shape.push_back(OH);
   out_shape.push_back(OW);
@@ -94,8 +66,7 @@ void check_against_naive(const std::vector<int64_t>& in_shape, const Pool& p, ac
   const std::vector<T> g = random_values<T>(numel(out_shape), 7);
   HostTensor<T> go(out_shape, dtype, g), self(in_shape, dtype), gi(in_shape, dtype, std::vector<T>(numel(in_shape), T(9)));
   ASSERT_EQ(run(go.tensor, self.tensor, p, gi.tensor, null_stride), ACLNN_SUCCESS) << aclGetRecentErrMsg();
-  const std::vector<double> expected =
-      naive_backward(std::vector<double>(g.begin(), g.end()), planes, H, W, OH, OW, p);
+  const std::vector<double> expected = naive.backward(std::vector<double>(g.begin(), g.end()), planes, H, W);
   for (size_t i = 0; i < expected.size(); ++i) {
     ASSERT_NEAR(static_cast<double>(gi.storage[i]), expected[i], tol) << "at " << i;
   }

@@ -17,37 +17,7 @@ using testing::OwnedTensor;
 using testing::expect_error;
 using testing::random_tensor;
 
-// 128-bit arithmetic: the reference must not overflow where the kernels must not either.
-__extension__ typedef __int128 Wide;
-
-// Straight from docs/operators.md (Average pooling): output size, window clipping, divisor.
-struct NaivePool {
-  int64_t kh, kw, sh, sw, ph, pw;
-  bool ceil_mode, count_include_pad;
-  int64_t divisor_override;
-
-  static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, bool ceil) {
-    Wide num = Wide(in) + 2 * Wide(p) - k + (ceil ? s - 1 : 0);
-    Wide out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
-    if (ceil && (out - 1) * s >= Wide(in) + p) --out;
-    return static_cast<int64_t>(out);
-  }
-  // Calls visit(h, w, 1/divisor) for every input pixel of window (oh, ow).
-  template <class Visit>
-  void window(int64_t H, int64_t W, int64_t oh, int64_t ow, Visit visit) const {
-    Wide h0 = Wide(oh) * sh - ph, w0 = Wide(ow) * sw - pw;
-    Wide h1 = std::min(h0 + kh, Wide(H) + ph), w1 = std::min(w0 + kw, Wide(W) + pw);
-    const Wide pool = (h1 - h0) * (w1 - w0);
-    h0 = std::max<Wide>(h0, 0);
-    w0 = std::max<Wide>(w0, 0);
-    h1 = std::min<Wide>(h1, H);
-    w1 = std::min<Wide>(w1, W);
-    if (h0 >= h1 || w0 >= w1) return;
-    const Wide div = divisor_override ? divisor_override : (count_include_pad ? pool : (h1 - h0) * (w1 - w0));
-    for (int64_t h = int64_t(h0); h < h1; ++h)
-      for (int64_t w = int64_t(w0); w < w1; ++w) visit(h, w, 1.0 / static_cast<double>(div));
-  }
-};
+using testing::NaivePool;  // test_util.h
 
 AvgPool2dParams params_of(const NaivePool& n);
 
@@ -319,20 +289,12 @@ TEST(AvgPool2d, ThreadCountDoesNotChangeBits) {
   p.padding = {1};
   const auto shape = avg_pool2d_output_shape(x.view.sizes(), p);
   auto g = random_tensor<float>(shape, 22);
-  std::vector<std::vector<float>> outs, grads;
-  for (int threads : {1, 2, 3}) {
-    set_num_threads(threads);
+  testing::expect_same_bits_for_thread_counts({1, 2, 3}, [&] {
     OwnedTensor<float> y(shape), gi(x.view.sizes());
     avg_pool2d(x.view, y.view, p);
     avg_pool2d_backward(g.view, x.view, gi.view, p);
-    outs.push_back(y.storage);
-    grads.push_back(gi.storage);
-  }
-  set_num_threads(0);
-  for (size_t i = 1; i < outs.size(); ++i) {
-    EXPECT_EQ(std::memcmp(outs[i].data(), outs[0].data(), outs[0].size() * sizeof(float)), 0);
-    EXPECT_EQ(std::memcmp(grads[i].data(), grads[0].data(), grads[0].size() * sizeof(float)), 0);
-  }
+    return testing::concatenated({&y, &gi});
+  });
 }
 
 TEST(AvgPool2d, ValidationErrors) {

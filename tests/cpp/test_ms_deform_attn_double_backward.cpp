@@ -110,17 +110,10 @@ TEST(MsDeformAttnDoubleBackward, EachCotangentAloneMatches) {
 
 TEST(MsDeformAttnDoubleBackward, BitwiseIdenticalForAnyThreadCount) {
   const Deform<float> at(2, 3, 8, 37, 4, {{9, 11}, {5, 6}, {3, 3}}, 31);
-  std::vector<std::vector<float>> results;
-  for (int threads : {1, 2, 3, 8}) {
-    set_num_threads(threads);
+  testing::expect_same_bits_for_thread_counts({1, 2, 3, 8}, [&] {
     const auto r = at.double_backward();
-    std::vector<float> all = r.value.storage;
-    for (const auto* t : {&r.loc, &r.attn, &r.go}) all.insert(all.end(), t->storage.begin(), t->storage.end());
-    results.push_back(all);
-  }
-  set_num_threads(0);
-  for (size_t i = 1; i < results.size(); ++i)
-    EXPECT_EQ(0, std::memcmp(results[0].data(), results[i].data(), results[0].size() * sizeof(float)));
+    return testing::concatenated({&r.value, &r.loc, &r.attn, &r.go});
+  });
 }
 
 TEST(MsDeformAttnDoubleBackward, NoQueriesGiveZeroValueGradient) {
