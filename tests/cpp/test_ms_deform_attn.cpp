@@ -172,21 +172,10 @@ TEST(MsDeformAttn, SortedLevelInSeveralChunksMatchesNaive) {
 
 TEST(MsDeformAttn, ThreadCountDoesNotChangeBits) {
   Case k(2, 8, 24, 300, 4, {{32, 32}, {16, 16}, {8, 8}, {4, 4}}, 31);
-  std::vector<Results<float>> results;
-  for (int threads : {1, 2, 3}) {
-    set_num_threads(threads);
-    results.push_back(run<float>(k));
-  }
-  set_num_threads(0);
-  auto same = [](const OwnedTensor<float>& a, const OwnedTensor<float>& b) {
-    return std::memcmp(a.storage.data(), b.storage.data(), a.storage.size() * sizeof(float)) == 0;
-  };
-  for (size_t i = 1; i < results.size(); ++i) {
-    EXPECT_TRUE(same(results[i].out, results[0].out));
-    EXPECT_TRUE(same(results[i].grad_value, results[0].grad_value));
-    EXPECT_TRUE(same(results[i].grad_loc, results[0].grad_loc));
-    EXPECT_TRUE(same(results[i].grad_attn, results[0].grad_attn));
-  }
+  testing::expect_same_bits_for_thread_counts({1, 2, 3}, [&] {
+    const Results<float> r = run<float>(k);
+    return testing::concatenated({&r.out, &r.grad_value, &r.grad_loc, &r.grad_attn});
+  });
 }
 
 TEST(MsDeformAttn, Int32IndicesGiveTheSameResult) {
