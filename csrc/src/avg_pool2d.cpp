@@ -265,7 +265,7 @@ void dispatch_width_pass(const Windows& win, Fn&& fn) {
 }
 
 // Every buffer of one thread of forward_rows, allocated here and not in the cloned function: an exception
-// (an allocation failure) cannot leave a target_clones function under GCC 12; it ends the process.
+// (an allocation failure) cannot leave a cloned (SG_SIMD_CLONES) function under GCC 12; it ends the process.
 template <class T, class WidthSum>
 struct ForwardScratch {
   using Acc = AccType<T>;

@@ -163,14 +163,11 @@ constexpr int64_t kRowsAhead = 16;
 
 template <class T>
 SPATIALGRAD_INLINE void prefetch_span(const T* row, int64_t n, bool for_write) {
-  const char* bytes = reinterpret_cast<const char*>(row);
-  const int64_t len = n * static_cast<int64_t>(sizeof(T));
-  for (int64_t off = 0; off < len; off += 64) {
-    if (for_write) {
-      __builtin_prefetch(bytes + off, 1);
-    } else {
-      __builtin_prefetch(bytes + off);
-    }
+  const int64_t bytes = n * static_cast<int64_t>(sizeof(T));
+  if (for_write) {
+    detail::prefetch_bytes<detail::Access::kWrite>(row, bytes);
+  } else {
+    detail::prefetch_bytes(row, bytes);
   }
 }
 
@@ -277,8 +274,8 @@ void gather_pair_points(const PointArgs<T>& args, int64_t b, int64_t h, int64_t 
   for (int64_t q = q_begin; q < q_end; ++q) {
     for (int64_t l = 0; l < levels; ++l) {
       if (q + kQueriesAhead < q_end) {
-        __builtin_prefetch(args.xy(b, q + kQueriesAhead, h, l, 0));
-        __builtin_prefetch(args.attn + args.attn_offset(b, q + kQueriesAhead, h, l));
+        detail::prefetch(args.xy(b, q + kQueriesAhead, h, l, 0));
+        detail::prefetch(args.attn + args.attn_offset(b, q + kQueriesAhead, h, l));
       }
       const T* xy = args.xy(b, q, h, l, 0);
       const T* attn = args.attn + args.attn_offset(b, q, h, l);
@@ -380,55 +377,9 @@ void forward_kernel(const Problem& pb, const TensorView& value, const TensorView
 
 // ---- backward -----------------------------------------------------------------------------------------------
 
-// kLanes partial sums as one vector (GCC/Clang vector extension): one AVX2 register for float.
-typedef float LanesF __attribute__((vector_size(kLanes * sizeof(float))));
-typedef double LanesD __attribute__((vector_size(kLanes * sizeof(double))));
+// kLanes partial sums as one vector (detail::Vec): one AVX2 register for float.
 template <class Acc>
-struct LanesOf;
-template <>
-struct LanesOf<float> {
-  using type = LanesF;
-};
-template <>
-struct LanesOf<double> {
-  using type = LanesD;
-};
-
-// (Through references: a vector returned by value has a target-dependent ABI.)
-template <class V, class Acc>
-SPATIALGRAD_INLINE const V& load_lanes(V& v, const Acc* p) {
-  std::memcpy(&v, p, sizeof(V));
-  return v;
-}
-
-template <class V, class Acc>
-SPATIALGRAD_INLINE void store_lanes(Acc* p, const V& v) {
-  std::memcpy(p, &v, sizeof(V));
-}
-
-// dots[j] = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7)) for the lanes x of p_j: a fixed order,
-// computed for the four vectors at once with shuffles that stay within 128-bit halves (two
-// shufps and an add per step with AVX).
-template <class Acc, class V>
-SPATIALGRAD_INLINE void sum_lanes(const V& p0, const V& p1, const V& p2, const V& p3, Acc (&dots)[4]) {
-  static_assert(kLanes == 8, "the pairing below is for 8 lanes");
-#if defined(__GNUC__) && !defined(__clang__)
-  using Mask = decltype(V{} < V{});  // the integer vector of the same shape
-  const Mask first{0, 2, 8, 10, 4, 6, 12, 14}, second{1, 3, 9, 11, 5, 7, 13, 15};
-  // [a01 a23 b01 b23 | a45 a67 b45 b67], where a01 = x0 + x1 of p0, b.. of p1
-  const V t01 = __builtin_shuffle(p0, p1, first) + __builtin_shuffle(p0, p1, second);
-  const V t23 = __builtin_shuffle(p2, p3, first) + __builtin_shuffle(p2, p3, second);
-  // [a0123 b0123 c0123 d0123 | a4567 b4567 c4567 d4567]
-  const V quads = __builtin_shuffle(t01, t23, first) + __builtin_shuffle(t01, t23, second);
-  for (int j = 0; j < 4; ++j) dots[j] = quads[j] + quads[j + 4];
-#else
-  const V p[4] = {p0, p1, p2, p3};
-  for (int j = 0; j < 4; ++j) {
-    const V& x = p[j];
-    dots[j] = ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7]));
-  }
-#endif
-}
+using LanesVec = detail::Vec<Acc, kLanes * sizeof(Acc)>;
 
 // The channel pass of one sampling point whose corners are the rows r, r + 1, r + pitch,
 // r + pitch + 1 (C apart) of `value` and of `grad`. Every gradient but grad_value is linear in the
@@ -437,7 +388,7 @@ SPATIALGRAD_INLINE void sum_lanes(const V& p0, const V& p1, const V& p2, const V
 template <class Acc>
 SPATIALGRAD_INLINE void backward_channels(int64_t channels, const Acc* __restrict g, const Acc* value, Acc* grad, int64_t pitch,
                                  const Acc (&aw)[4], Acc (&dots)[4]) {
-  using V = typename LanesOf<Acc>::type;
+  using V = LanesVec<Acc>;
   const int64_t offset[4] = {0, channels, pitch * channels, (pitch + 1) * channels};
   const Acc* __restrict v0 = value + offset[0];
   const Acc* __restrict v1 = value + offset[1];
@@ -451,15 +402,15 @@ SPATIALGRAD_INLINE void backward_channels(int64_t channels, const Acc* __restric
   int64_t c = 0;
   for (; c + kLanes <= channels; c += kLanes) {
     V gc, x, y;
-    load_lanes(gc, g + c);
-    p0 += gc * load_lanes(x, v0 + c);
-    p1 += gc * load_lanes(x, v1 + c);
-    p2 += gc * load_lanes(x, v2 + c);
-    p3 += gc * load_lanes(x, v3 + c);
-    store_lanes(d0 + c, load_lanes(y, d0 + c) + aw[0] * gc);
-    store_lanes(d1 + c, load_lanes(y, d1 + c) + aw[1] * gc);
-    store_lanes(d2 + c, load_lanes(y, d2 + c) + aw[2] * gc);
-    store_lanes(d3 + c, load_lanes(y, d3 + c) + aw[3] * gc);
+    detail::load_u(gc, g + c);
+    p0 += gc * detail::load_u(x, v0 + c);
+    p1 += gc * detail::load_u(x, v1 + c);
+    p2 += gc * detail::load_u(x, v2 + c);
+    p3 += gc * detail::load_u(x, v3 + c);
+    detail::store_u(d0 + c, detail::load_u(y, d0 + c) + aw[0] * gc);
+    detail::store_u(d1 + c, detail::load_u(y, d1 + c) + aw[1] * gc);
+    detail::store_u(d2 + c, detail::load_u(y, d2 + c) + aw[2] * gc);
+    detail::store_u(d3 + c, detail::load_u(y, d3 + c) + aw[3] * gc);
   }
   if (c < channels) {
     // The last channels as zero-padded vectors: the padding lanes add 0 * 0 to the sums and write
@@ -488,7 +439,7 @@ SPATIALGRAD_INLINE void backward_channels(int64_t channels, const Acc* __restric
     std::memcpy(d2 + c, &y2, n);
     std::memcpy(d3 + c, &y3, n);
   }
-  sum_lanes(p0, p1, p2, p3, dots);
+  detail::horizontal_sums4(p0, p1, p2, p3, dots);
 }
 
 // The backward of one located point: the channel pass over its corner rows (`corner` rows into the
@@ -528,8 +479,8 @@ void scatter_pair_grads(const GradPointArgs<T>& out, int64_t b, int64_t h, int64
   for (int64_t q = 0; q < queries; ++q) {
     for (int64_t l = 0; l < levels; ++l) {
       if (q + kQueriesAhead < queries) {
-        __builtin_prefetch(loc_at(q + kQueriesAhead, l), 1);
-        __builtin_prefetch(attn_at(q + kQueriesAhead, l), 1);
+        detail::prefetch<detail::Access::kWrite>(loc_at(q + kQueriesAhead, l));
+        detail::prefetch<detail::Access::kWrite>(attn_at(q + kQueriesAhead, l));
       }
       T* gxy = loc_at(q, l);
       T* gattn = attn_at(q, l);

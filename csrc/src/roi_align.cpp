@@ -8,6 +8,7 @@
 #include "detail/checks.h"
 #include "detail/float_staging.h"
 #include "detail/roi_align_geometry.h"
+#include "detail/simd.h"
 #include "spatialgrad/parallel.h"
 
 namespace spatialgrad {
@@ -69,21 +70,10 @@ struct Patch {
   }
 };
 
-// A lane group is kVecs native 16-byte vectors (GCC/Clang generic vectors: SSE2 on baseline x86-64,
-// NEON on ARM). Their element-wise arithmetic is the scalar IEEE arithmetic, lane by lane; unaligned
-// loads and stores go through memcpy.
+// A lane group is kVecs 16-byte vectors (detail::Vec: SSE2 on baseline x86-64, NEON on ARM), whose
+// element-wise arithmetic is the scalar IEEE arithmetic, lane by lane.
 template <class Acc>
-struct NativeVector;
-template <>
-struct NativeVector<float> {
-  typedef float type __attribute__((vector_size(16)));
-};
-template <>
-struct NativeVector<double> {
-  typedef double type __attribute__((vector_size(16)));
-};
-template <class Acc>
-using Vec = typename NativeVector<Acc>::type;
+using Vec = detail::Vec<Acc, 16>;
 constexpr int64_t kVecs = 4;
 
 template <class Acc>
@@ -94,10 +84,9 @@ static_assert(sizeof(Lanes<float>) == kLanes<float> * sizeof(float), "a lane gro
 static_assert(sizeof(Lanes<double>) == kLanes<double> * sizeof(double), "a lane group is kLanes values");
 
 template <class Acc>
-inline Vec<Acc> load_vec(const Acc* p) {
+SPATIALGRAD_INLINE Vec<Acc> load_vec(const Acc* p) {
   Vec<Acc> v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
+  return detail::load_u(v, p);
 }
 
 // Forward, one sample: acc += ((w1 v1 + w2 v2) + w3 v3) + w4 v4, torchvision's association.
@@ -116,8 +105,7 @@ template <class Acc>
 inline void add_scaled(Acc* p, const Lanes<Acc>& g, Acc w) {
   constexpr int64_t n = kLanes<Acc> / kVecs;
   for (int64_t j = 0; j < kVecs; ++j) {
-    const Vec<Acc> v = load_vec(p + j * n) + g.v[j] * w;
-    std::memcpy(p + j * n, &v, sizeof(v));
+    detail::store_u(p + j * n, load_vec(p + j * n) + g.v[j] * w);
   }
 }
 
@@ -125,13 +113,8 @@ inline void add_scaled(Acc* p, const Lanes<Acc>& g, Acc w) {
 // gradient block, whose scattered 1-3 KB pieces the hardware prefetcher does not see coming.
 template <class T>
 inline void prefetch_block(const T* first, int64_t channels, int64_t stride, int64_t span) {
-  constexpr int64_t kStep = 64 / static_cast<int64_t>(sizeof(T));
   if (span <= 0 || span > 4096) return;  // unusual layouts: leave it to the hardware
-  for (int64_t c = 0; c < channels; ++c) {
-    const T* p = first + c * stride;
-    for (int64_t i = 0; i < span; i += kStep) __builtin_prefetch(p + i);
-    __builtin_prefetch(p + span - 1);
-  }
+  for (int64_t c = 0; c < channels; ++c) detail::prefetch_bytes(first + c * stride, span * static_cast<int64_t>(sizeof(T)));
 }
 
 template <class Acc>
