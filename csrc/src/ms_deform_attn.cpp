@@ -8,6 +8,7 @@
 #include "detail/convert.h"
 #include "detail/float_staging.h"
 #include "detail/ms_deform_attn.h"
+#include "detail/rows.h"
 #include "detail/simd.h"
 #include "spatialgrad/parallel.h"
 
@@ -184,16 +185,8 @@ SG_SIMD_CLONES void pack_value_slice(const TensorView& value, const Strides& st,
     for (int64_t y = 0, s = 0; y < level.height; ++y) {
       Acc* __restrict dst = rows + (level.first + y * level.row_pitch) * channels;
       for (int64_t x = 0; x < level.width; ++x, ++s, row += row_stride, dst += channels) {
-        if (channel_stride == 1) {
-          if (s + kRowsAhead < pixels) prefetch_span(row + kRowsAhead * row_stride, channels, false);
-          if constexpr (detail::kIsHalfType<T>) {
-            detail::widen_row(row, 1, channels, dst);  // F16C where the CPU has it
-            continue;
-          }
-          for (int64_t c = 0; c < channels; ++c) dst[c] = load_as<Acc>(row[c]);
-        } else {
-          for (int64_t c = 0; c < channels; ++c) dst[c] = load_as<Acc>(row[c * channel_stride]);
-        }
+        if (channel_stride == 1 && s + kRowsAhead < pixels) prefetch_span(row + kRowsAhead * row_stride, channels, false);
+        detail::load_row(row, channel_stride, channels, dst);  // float16: F16C where the CPU has it
       }
     }
   }
@@ -210,16 +203,8 @@ SG_SIMD_CLONES void unpack_grad_slice(const Acc* __restrict grads, const PaddedL
     for (int64_t y = 0, s = 0; y < level.height; ++y) {
       const Acc* __restrict src = grads + (level.first + y * level.row_pitch) * channels;
       for (int64_t x = 0; x < level.width; ++x, ++s, row += row_stride, src += channels) {
-        if (channel_stride == 1) {
-          if (s + kRowsAhead < pixels) prefetch_span(row + kRowsAhead * row_stride, channels, true);
-          if constexpr (detail::kIsHalfType<T>) {
-            detail::narrow_row(src, channels, row, 1);
-            continue;
-          }
-          for (int64_t c = 0; c < channels; ++c) row[c] = store_as<T>(src[c]);
-        } else {
-          for (int64_t c = 0; c < channels; ++c) row[c * channel_stride] = store_as<T>(src[c]);
-        }
+        if (channel_stride == 1 && s + kRowsAhead < pixels) prefetch_span(row + kRowsAhead * row_stride, channels, true);
+        detail::store_row(src, channels, row, channel_stride);
       }
     }
   }
@@ -233,11 +218,7 @@ SG_SIMD_CLONES void pack_grad_output_slice(const TensorView& grad_output, int64_
   const T* src = grad_output.data<T>() + b * grad_output.stride(0) + h * channels * s2;
   for (int64_t q = 0; q < queries; ++q) {
     if (s2 == 1 && q + kRowsAhead < queries) prefetch_span(src + (q + kRowsAhead) * s1, channels, false);
-    if constexpr (detail::kIsHalfType<T>) {
-      detail::widen_row(src + q * s1, s2, channels, rows + q * channels);
-    } else {
-      for (int64_t c = 0; c < channels; ++c) rows[q * channels + c] = load_as<Acc>(src[q * s1 + c * s2]);
-    }
+    detail::load_row(src + q * s1, s2, channels, rows + q * channels);
   }
 }
 
@@ -361,15 +342,8 @@ void forward_kernel(const Problem& pb, const TensorView& value, const TensorView
         std::fill(acc.begin(), acc.end(), Acc(0));
         gather_pair_points(args, b, h, q_begin, q_end, L, points.data());
         forward_block(layout, C, P, q_end - q_begin, points.data(), rows.data(), acc.data());
-        for (int64_t q = q_begin; q < q_end; ++q) {
-          T* dst = out + b * os0 + q * os1 + h * C * os2;
-          const Acc* src = acc.data() + (q - q_begin) * C;
-          if constexpr (detail::kIsHalfType<T>) {
-            detail::narrow_row(src, C, dst, os2);
-          } else {
-            for (int64_t c = 0; c < C; ++c) dst[c * os2] = store_as<T>(src[c]);
-          }
-        }
+        for (int64_t q = q_begin; q < q_end; ++q)
+          detail::store_row(acc.data() + (q - q_begin) * C, C, out + b * os0 + q * os1 + h * C * os2, os2);
       }
     }
   });
