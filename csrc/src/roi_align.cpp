@@ -64,6 +64,7 @@ struct Patch {
   Acc* at(int64_t row, int64_t col) {
     return values.data() + ((row - region.row0) * region.cols() + (col - region.col0)) * kLanes<Acc>;
   }
+  const Acc* at(int64_t row, int64_t col) const { return const_cast<Patch*>(this)->at(row, col); }
   void reset(const detail::RoiRegion& r) {
     region = r;
     values.assign(static_cast<size_t>(r.rows() * r.cols() * kLanes<Acc>), Acc(0));
@@ -114,7 +115,8 @@ inline void add_scaled(Acc* p, const Lanes<Acc>& g, Acc w) {
 template <class T>
 inline void prefetch_block(const T* first, int64_t channels, int64_t stride, int64_t span) {
   if (span <= 0 || span > 4096) return;  // unusual layouts: leave it to the hardware
-  for (int64_t c = 0; c < channels; ++c) detail::prefetch_bytes(first + c * stride, span * static_cast<int64_t>(sizeof(T)));
+  for (int64_t c = 0; c < channels; ++c)
+    detail::prefetch_bytes(first + c * stride, span * static_cast<int64_t>(sizeof(T)));
 }
 
 template <class Acc>
@@ -122,101 +124,196 @@ int64_t channel_blocks(int64_t channels) {
   return (channels + kLanes<Acc> - 1) / kLanes<Acc>;
 }
 
+// Strides of a 4-D view.
+struct Strides4 {
+  int64_t s0, s1, s2, s3;
+  explicit Strides4(const TensorView& t) : s0(t.stride(0)), s1(t.stride(1)), s2(t.stride(2)), s3(t.stride(3)) {}
+};
 
+// Packs the sampled region of image b, channels [c0, c0 + nc) interleaved; lanes past the last channel
+// stay zero.
+template <class T, class Acc>
+void pack_patch(const T* in, const Strides4& is, int64_t b, int64_t c0, int64_t nc, const detail::RoiRegion& region,
+                Patch<Acc>& patch) {
+  constexpr int64_t L = kLanes<Acc>;
+  patch.reset(region);
+  for (int64_t y = region.row0; y < region.row1; ++y) {
+    Acc* dst = patch.at(y, region.col0);
+    for (int64_t c = 0; c < nc; ++c) {
+      const T* src = in + b * is.s0 + (c0 + c) * is.s1 + y * is.s2;
+      for (int64_t x = region.col0, i = 0; x < region.col1; ++x, ++i) dst[i * L + c] = load_as<Acc>(src[x * is.s3]);
+    }
+  }
+}
+
+// The sum of the samples of bin (ph, pw) of ROI k, all lanes at once.
+template <class Acc>
+SPATIALGRAD_INLINE Lanes<Acc> bin_sum(const detail::RoiTable<Acc>& table, Patch<Acc>& patch, int64_t k, int64_t ph,
+                                      int64_t pw) {
+  constexpr int64_t L = kLanes<Acc>;
+  const int64_t col0 = patch.region.col0;
+  const int64_t y_begin = table.y_first[k * table.pooled_h + ph], y_end = table.y_first[k * table.pooled_h + ph + 1];
+  const int64_t x_begin = table.x_first[k * table.pooled_w + pw], x_end = table.x_first[k * table.pooled_w + pw + 1];
+  Lanes<Acc> acc{};
+  for (int64_t iy = y_begin; iy < y_end; ++iy) {
+    const auto& ty = table.y_taps[iy];
+    const Acc* row_lo = patch.at(ty.lo, col0);
+    const Acc* row_hi = patch.at(ty.hi, col0);
+    for (int64_t ix = x_begin; ix < x_end; ++ix) {
+      const auto& tx = table.x_taps[ix];
+      const Acc w1 = ty.w_lo * tx.w_lo, w2 = ty.w_lo * tx.w_hi, w3 = ty.w_hi * tx.w_lo, w4 = ty.w_hi * tx.w_hi;
+      const int64_t x_lo = (tx.lo - col0) * L, x_hi = (tx.hi - col0) * L;
+      add_sample(acc, row_lo + x_lo, row_lo + x_hi, row_hi + x_lo, row_hi + x_hi, w1, w2, w3, w4);
+    }
+  }
+  return acc;
+}
+
+// ROI k's bins, bin-major with kLanes channels each: the means of their samples.
+template <class Acc>
+void pool_roi(const detail::RoiTable<Acc>& table, Patch<Acc>& patch, int64_t k, Acc* bins) {
+  constexpr int64_t L = kLanes<Acc>;
+  const Acc count = table.count[k];
+  for (int64_t ph = 0; ph < table.pooled_h; ++ph) {
+    for (int64_t pw = 0; pw < table.pooled_w; ++pw) {
+      const Lanes<Acc> acc = bin_sum(table, patch, k, ph, pw);
+      Acc* means = bins + (ph * table.pooled_w + pw) * L;
+      for (int64_t j = 0; j < kVecs; ++j)
+        detail::store_u(means + j * (L / kVecs), acc.v[j] / count);  // torchvision's output_val /= count
+    }
+  }
+}
+
+// Written channel by channel: contiguous for a contiguous output.
+template <class T, class Acc>
+void store_roi(const Acc* bins, int64_t ph_count, int64_t pw_count, int64_t nc, T* out_roi, const Strides4& os) {
+  for (int64_t c = 0; c < nc; ++c) {
+    for (int64_t ph = 0; ph < ph_count; ++ph) {
+      for (int64_t pw = 0; pw < pw_count; ++pw)
+        out_roi[c * os.s1 + ph * os.s2 + pw * os.s3] = store_as<T>(bins[(ph * pw_count + pw) * kLanes<Acc> + c]);
+    }
+  }
+}
+
+// Tasks are (image, channel block, chunk of the image's ROIs). ROIs write disjoint outputs, so the
+// forward may also split each image's ROIs into chunks when images x channel blocks are too few to keep
+// the threads busy.
 template <class T>
 void forward_kernel(const TensorView& input, const TensorView& output, const detail::RoiTable<AccType<T>>& table) {
   using Acc = AccType<T>;
   constexpr int64_t L = kLanes<Acc>;
   const int64_t num_images = input.size(0), channels = input.size(1);
-  const int64_t ph_count = table.pooled_h, pw_count = table.pooled_w;
-  const int64_t is0 = input.stride(0), is1 = input.stride(1), is2 = input.stride(2), is3 = input.stride(3);
-  const int64_t os0 = output.stride(0), os1 = output.stride(1), os2 = output.stride(2), os3 = output.stride(3);
-  const T* in = input.data<T>();
-  T* out = output.data<T>();
+  const Strides4 is(input), os(output);
   const int64_t blocks = channel_blocks<Acc>(channels);
-  // ROIs write disjoint outputs, so the forward may also split each image's ROIs into chunks when
-  // images x channel blocks are too few to keep the threads busy.
-  int64_t max_rois = 0;
+  int64_t max_rois = 0, pixels = 0;
   for (int64_t b = 0; b < num_images; ++b)
     max_rois = std::max(max_rois, table.image_first[b + 1] - table.image_first[b]);
+  for (const auto& r : table.region) pixels += r.rows() * r.cols();
   const int64_t wanted = 4 * static_cast<int64_t>(get_num_threads());
   const int64_t chunks =
       std::max<int64_t>(1, std::min(max_rois, (wanted + num_images * blocks - 1) / (num_images * blocks)));
   const int64_t items = num_images * blocks * chunks;
-  int64_t pixels = 0;
-  for (const auto& r : table.region) pixels += r.rows() * r.cols();
   const int64_t work = table.samples * 4 * channels + (pixels * chunks + output.numel()) * L;
+  parallel_for(
+      0, items, grain_for(static_cast<double>(work) / std::max<int64_t>(items, 1), kMinWorkPerRoiTask),
+      [&](int64_t lo, int64_t hi) {
+        Patch<Acc> patch;
+        std::vector<Acc> bins(static_cast<size_t>(table.pooled_h * table.pooled_w * L));
+        int64_t packed = -1;  // (image, block) currently in the patch
+        for (int64_t item = lo; item < hi; ++item) {
+          const int64_t chunk = item % chunks, image_block = item / chunks;
+          const int64_t b = image_block / blocks, c0 = (image_block % blocks) * L, nc = std::min(L, channels - c0);
+          const int64_t first = table.image_first[b], total = table.image_first[b + 1] - first;
+          const int64_t per_chunk = (total + chunks - 1) / chunks;
+          const int64_t r_lo = first + std::min(total, chunk * per_chunk);
+          const int64_t r_hi = first + std::min(total, (chunk + 1) * per_chunk);
+          if (r_lo >= r_hi) continue;
+          if (packed != image_block) pack_patch(input.data<T>(), is, b, c0, nc, table.region[b], patch);
+          packed = image_block;
+          for (int64_t r = r_lo; r < r_hi; ++r) {
+            const int64_t k = table.order[r];
+            pool_roi(table, patch, k, bins.data());
+            store_roi(bins.data(), table.pooled_h, table.pooled_w, nc, output.data<T>() + k * os.s0 + c0 * os.s1, os);
+          }
+        }
+      });
+}
 
-  parallel_for(0, items, grain_for(static_cast<double>(work) / std::max<int64_t>(items, 1), kMinWorkPerRoiTask), [&](int64_t lo, int64_t hi) {
-    Patch<Acc> patch;
-    std::vector<Acc> out_bins(static_cast<size_t>(ph_count * pw_count * L));
-    int64_t packed = -1;  // (image, block) currently in the patch
-    for (int64_t item = lo; item < hi; ++item) {
-      const int64_t chunk = item % chunks, image_block = item / chunks;
-      const int64_t b = image_block / blocks, c0 = (image_block % blocks) * L;
-      const int64_t nc = std::min(L, channels - c0);
-      const int64_t first = table.image_first[b], total = table.image_first[b + 1] - first;
-      const int64_t per_chunk = (total + chunks - 1) / chunks;
-      const int64_t r_lo = first + std::min(total, chunk * per_chunk);
-      const int64_t r_hi = first + std::min(total, (chunk + 1) * per_chunk);
-      if (r_lo >= r_hi) continue;
-      if (packed != image_block) {
-        // Pack the sampled region, channels interleaved; lanes past the last channel stay zero.
-        packed = image_block;
-        patch.reset(table.region[b]);
-        const detail::RoiRegion& reg = patch.region;
-        for (int64_t y = reg.row0; y < reg.row1; ++y) {
-          Acc* dst = patch.at(y, reg.col0);
-          for (int64_t c = 0; c < nc; ++c) {
-            const T* src = in + b * is0 + (c0 + c) * is1 + y * is2;
-            for (int64_t x = reg.col0, i = 0; x < reg.col1; ++x, ++i) dst[i * L + c] = load_as<Acc>(src[x * is3]);
-          }
-        }
-      }
-      const int64_t col0 = patch.region.col0;
-      for (int64_t r = r_lo; r < r_hi; ++r) {
-        const int64_t k = table.order[r];
-        const Acc count = table.count[k];
-        T* out_roi = out + k * os0 + c0 * os1;
-        for (int64_t ph = 0; ph < ph_count; ++ph) {
-          const int64_t y_begin = table.y_first[k * ph_count + ph], y_end = table.y_first[k * ph_count + ph + 1];
-          for (int64_t pw = 0; pw < pw_count; ++pw) {
-            const int64_t x_begin = table.x_first[k * pw_count + pw], x_end = table.x_first[k * pw_count + pw + 1];
-            Lanes<Acc> acc{};
-            for (int64_t iy = y_begin; iy < y_end; ++iy) {
-              const auto& ty = table.y_taps[iy];
-              const Acc* row_lo = patch.at(ty.lo, col0);
-              const Acc* row_hi = patch.at(ty.hi, col0);
-              for (int64_t ix = x_begin; ix < x_end; ++ix) {
-                const auto& tx = table.x_taps[ix];
-                const Acc w1 = ty.w_lo * tx.w_lo, w2 = ty.w_lo * tx.w_hi, w3 = ty.w_hi * tx.w_lo,
-                          w4 = ty.w_hi * tx.w_hi;
-                const int64_t x_lo = (tx.lo - col0) * L, x_hi = (tx.hi - col0) * L;
-                const Acc* p1 = row_lo + x_lo;
-                const Acc* p2 = row_lo + x_hi;
-                const Acc* p3 = row_hi + x_lo;
-                const Acc* p4 = row_hi + x_hi;
-                add_sample(acc, p1, p2, p3, p4, w1, w2, w3, w4);
-              }
-            }
-            Acc* means = out_bins.data() + (ph * pw_count + pw) * L;
-            for (int64_t j = 0; j < kVecs; ++j) {
-              const Vec<Acc> mean = acc.v[j] / count;  // lane-wise: torchvision's output_val /= count
-              std::memcpy(means + j * (L / kVecs), &mean, sizeof(mean));
-            }
-          }
-        }
-        // Written channel by channel: contiguous for a contiguous output.
-        for (int64_t c = 0; c < nc; ++c) {
-          for (int64_t ph = 0; ph < ph_count; ++ph) {
-            for (int64_t pw = 0; pw < pw_count; ++pw) {
-              out_roi[c * os1 + ph * os2 + pw * os3] = store_as<T>(out_bins[(ph * pw_count + pw) * L + c]);
-            }
-          }
-        }
-      }
+// ROI k's gradient block, bin-major with kLanes channels each (lanes past nc stay as they are: zero).
+// Read channel by channel: contiguous for a contiguous grad_output.
+template <class T, class Acc>
+void load_grad_bins(const T* g_roi, const Strides4& gs, int64_t ph_count, int64_t pw_count, int64_t nc, Acc* bins) {
+  for (int64_t c = 0; c < nc; ++c) {
+    for (int64_t ph = 0; ph < ph_count; ++ph) {
+      for (int64_t pw = 0; pw < pw_count; ++pw)
+        bins[(ph * pw_count + pw) * kLanes<Acc> + c] = load_as<Acc>(g_roi[c * gs.s1 + ph * gs.s2 + pw * gs.s3]);
     }
-  });
+  }
+}
+
+// Adds bin (ph, pw)'s gradient g to the patch at the bin's samples.
+template <class Acc>
+SPATIALGRAD_INLINE void scatter_bin(const detail::RoiTable<Acc>& table, Patch<Acc>& patch, int64_t k, int64_t ph,
+                                    int64_t pw, const Lanes<Acc>& g, Acc inv_count) {
+  constexpr int64_t L = kLanes<Acc>;
+  const int64_t col0 = patch.region.col0;
+  const int64_t y_begin = table.y_first[k * table.pooled_h + ph], y_end = table.y_first[k * table.pooled_h + ph + 1];
+  const int64_t x_begin = table.x_first[k * table.pooled_w + pw], x_end = table.x_first[k * table.pooled_w + pw + 1];
+  for (int64_t iy = y_begin; iy < y_end; ++iy) {
+    const auto& ty = table.y_taps[iy];
+    Acc* row_lo = patch.at(ty.lo, col0);
+    Acc* row_hi = patch.at(ty.hi, col0);
+    for (int64_t ix = x_begin; ix < x_end; ++ix) {
+      const auto& tx = table.x_taps[ix];
+      const int64_t x_lo = (tx.lo - col0) * L, x_hi = (tx.hi - col0) * L;
+      // w / count once per sample; exact like torchvision's g * w / count when count is a power of 2.
+      const Acc w1 = ty.w_lo * tx.w_lo * inv_count, w2 = ty.w_lo * tx.w_hi * inv_count;
+      const Acc w3 = ty.w_hi * tx.w_lo * inv_count, w4 = ty.w_hi * tx.w_hi * inv_count;
+      // Corners may coincide at the far edge: four separate passes keep the adds in order.
+      add_scaled(row_lo + x_lo, g, w1);
+      add_scaled(row_lo + x_hi, g, w2);
+      add_scaled(row_hi + x_lo, g, w3);
+      add_scaled(row_hi + x_hi, g, w4);
+    }
+  }
+}
+
+template <class Acc>
+void scatter_roi(const detail::RoiTable<Acc>& table, Patch<Acc>& patch, int64_t k, const Acc* bins) {
+  const Acc inv_count = Acc(1) / table.count[k];
+  for (int64_t ph = 0; ph < table.pooled_h; ++ph) {
+    const int64_t y_first = table.y_first[k * table.pooled_h + ph];
+    if (y_first == table.y_first[k * table.pooled_h + ph + 1]) continue;
+    for (int64_t pw = 0; pw < table.pooled_w; ++pw) {
+      if (table.x_first[k * table.pooled_w + pw] == table.x_first[k * table.pooled_w + pw + 1]) continue;
+      Lanes<Acc> g;
+      detail::load_u(g, bins + (ph * table.pooled_w + pw) * kLanes<Acc>);
+      scatter_bin(table, patch, k, ph, pw, g, inv_count);
+    }
+  }
+}
+
+// Writes every element of the block's planes once: the patch inside the region, zeros outside. Row by
+// row, pixel-major over the patch (its lines are read once) into nc row streams.
+template <class T, class Acc>
+void write_block(const Patch<Acc>& patch, T* gi, const Strides4& is, int64_t b, int64_t c0, int64_t nc, int64_t height,
+                 int64_t width) {
+  const detail::RoiRegion& reg = patch.region;
+  T* rows[kLanes<Acc>];
+  for (int64_t y = 0; y < height; ++y) {
+    for (int64_t c = 0; c < nc; ++c) rows[c] = gi + b * is.s0 + (c0 + c) * is.s1 + y * is.s2;
+    const bool inside = !reg.empty() && y >= reg.row0 && y < reg.row1;
+    const int64_t zero_end = inside ? reg.col0 : width;
+    for (int64_t c = 0; c < nc; ++c) {
+      for (int64_t x = 0; x < zero_end; ++x) rows[c][x * is.s3] = store_as<T>(Acc(0));
+      for (int64_t x = inside ? reg.col1 : width; x < width; ++x) rows[c][x * is.s3] = store_as<T>(Acc(0));
+    }
+    if (!inside) continue;
+    const Acc* src = patch.at(y, reg.col0);
+    for (int64_t x = reg.col0; x < reg.col1; ++x, src += kLanes<Acc>) {
+      for (int64_t c = 0; c < nc; ++c) rows[c][x * is.s3] = store_as<T>(src[c]);
+    }
+  }
 }
 
 // Channel-block split of the scatter: task (image b, block) owns grad_input[b, c0:c0+L] and walks the
@@ -227,97 +324,32 @@ void backward_kernel(const TensorView& grad_output, const TensorView& grad_input
                      const detail::RoiTable<AccType<T>>& table) {
   using Acc = AccType<T>;
   constexpr int64_t L = kLanes<Acc>;
-  const int64_t num_images = grad_input.size(0), channels = grad_input.size(1);
-  const int64_t height = grad_input.size(2), width = grad_input.size(3);
+  const int64_t channels = grad_input.size(1), height = grad_input.size(2), width = grad_input.size(3);
   const int64_t ph_count = table.pooled_h, pw_count = table.pooled_w;
-  const int64_t gs0 = grad_output.stride(0), gs1 = grad_output.stride(1), gs2 = grad_output.stride(2),
-                gs3 = grad_output.stride(3);
-  const int64_t is0 = grad_input.stride(0), is1 = grad_input.stride(1), is2 = grad_input.stride(2),
-                is3 = grad_input.stride(3);
+  const Strides4 gs(grad_output), is(grad_input);
   const T* go = grad_output.data<T>();
-  T* gi = grad_input.data<T>();
-  const int64_t blocks = channel_blocks<Acc>(channels);
-  const int64_t items = num_images * blocks;
+  const int64_t blocks = channel_blocks<Acc>(channels), items = grad_input.size(0) * blocks;
   const int64_t work = table.samples * 4 * channels + grad_input.numel() * 2;
   // Elements from a channel's first to its last gradient value (prefetched for the next ROI).
-  const int64_t g_span = ph_count > 0 && pw_count > 0 ? (ph_count - 1) * gs2 + (pw_count - 1) * gs3 + 1 : 0;
-
-  parallel_for(0, items, grain_for(static_cast<double>(work) / std::max<int64_t>(items, 1), kMinWorkPerRoiTask), [&](int64_t lo, int64_t hi) {
-    Patch<Acc> patch;
-    // Lanes past the last channel stay zero.
-    std::vector<Acc> g_bins(static_cast<size_t>(ph_count * pw_count * L), Acc(0));
-    for (int64_t item = lo; item < hi; ++item) {
-      const int64_t b = item / blocks, c0 = (item % blocks) * L;
-      const int64_t nc = std::min(L, channels - c0);
-      patch.reset(table.region[b]);  // zeroed per task: the block's gradient stays cache-resident
-      const int64_t col0 = patch.region.col0;
-      for (int64_t r = table.image_first[b]; r < table.image_first[b + 1]; ++r) {
-        const int64_t k = table.order[r];
-        const Acc inv_count = Acc(1) / table.count[k];
-        // The ROI's gradient block, bin-major (read channel by channel: contiguous for a contiguous grad_output).
-        const T* g_roi = go + k * gs0 + c0 * gs1;
-        if (r + 1 < table.image_first[b + 1]) prefetch_block(go + table.order[r + 1] * gs0 + c0 * gs1, nc, gs1, g_span);
-        for (int64_t c = 0; c < nc; ++c) {
-          for (int64_t ph = 0; ph < ph_count; ++ph) {
-            for (int64_t pw = 0; pw < pw_count; ++pw) {
-              g_bins[(ph * pw_count + pw) * L + c] = load_as<Acc>(g_roi[c * gs1 + ph * gs2 + pw * gs3]);
-            }
-          }
-        }
-        for (int64_t ph = 0; ph < ph_count; ++ph) {
-          const int64_t y_begin = table.y_first[k * ph_count + ph], y_end = table.y_first[k * ph_count + ph + 1];
-          if (y_begin == y_end) continue;
-          for (int64_t pw = 0; pw < pw_count; ++pw) {
-            const int64_t x_begin = table.x_first[k * pw_count + pw], x_end = table.x_first[k * pw_count + pw + 1];
-            if (x_begin == x_end) continue;
-            Lanes<Acc> g;
-            std::memcpy(&g, g_bins.data() + (ph * pw_count + pw) * L, sizeof(g));
-            for (int64_t iy = y_begin; iy < y_end; ++iy) {
-              const auto& ty = table.y_taps[iy];
-              Acc* row_lo = patch.at(ty.lo, col0);
-              Acc* row_hi = patch.at(ty.hi, col0);
-              for (int64_t ix = x_begin; ix < x_end; ++ix) {
-                const auto& tx = table.x_taps[ix];
-                const int64_t x_lo = (tx.lo - col0) * L, x_hi = (tx.hi - col0) * L;
-                // w / count once per sample; exact like torchvision's g * w / count when count is a power of 2.
-                const Acc w1 = ty.w_lo * tx.w_lo * inv_count, w2 = ty.w_lo * tx.w_hi * inv_count;
-                const Acc w3 = ty.w_hi * tx.w_lo * inv_count, w4 = ty.w_hi * tx.w_hi * inv_count;
-                // Corners may coincide at the far edge: four separate passes keep the adds in order.
-                Acc* p1 = row_lo + x_lo;
-                add_scaled(p1, g, w1);
-                Acc* p2 = row_lo + x_hi;
-                add_scaled(p2, g, w2);
-                Acc* p3 = row_hi + x_lo;
-                add_scaled(p3, g, w3);
-                Acc* p4 = row_hi + x_hi;
-                add_scaled(p4, g, w4);
-              }
-            }
-          }
-        }
-      }
-      // Write every element of the block's planes once: the patch inside the region, zeros outside.
-      // Row by row, pixel-major over the patch (its lines are read once) into nc row streams.
-      const detail::RoiRegion& reg = patch.region;
-      T* rows[L];
-      for (int64_t y = 0; y < height; ++y) {
-        for (int64_t c = 0; c < nc; ++c) rows[c] = gi + b * is0 + (c0 + c) * is1 + y * is2;
-        if (reg.empty() || y < reg.row0 || y >= reg.row1) {
-          for (int64_t c = 0; c < nc; ++c)
-            for (int64_t x = 0; x < width; ++x) rows[c][x * is3] = store_as<T>(Acc(0));
-          continue;
-        }
-        for (int64_t c = 0; c < nc; ++c) {
-          for (int64_t x = 0; x < reg.col0; ++x) rows[c][x * is3] = store_as<T>(Acc(0));
-          for (int64_t x = reg.col1; x < width; ++x) rows[c][x * is3] = store_as<T>(Acc(0));
-        }
-        const Acc* src = patch.at(y, reg.col0);
-        for (int64_t x = reg.col0; x < reg.col1; ++x, src += L) {
-          for (int64_t c = 0; c < nc; ++c) rows[c][x * is3] = store_as<T>(src[c]);
-        }
-      }
-    }
-  });
+  const int64_t g_span = ph_count > 0 && pw_count > 0 ? (ph_count - 1) * gs.s2 + (pw_count - 1) * gs.s3 + 1 : 0;
+  parallel_for(0, items, grain_for(static_cast<double>(work) / std::max<int64_t>(items, 1), kMinWorkPerRoiTask),
+               [&](int64_t lo, int64_t hi) {
+                 Patch<Acc> patch;
+                 std::vector<Acc> bins(static_cast<size_t>(ph_count * pw_count * L),
+                                       Acc(0));  // lanes past nc stay zero
+                 for (int64_t item = lo; item < hi; ++item) {
+                   const int64_t b = item / blocks, c0 = (item % blocks) * L, nc = std::min(L, channels - c0);
+                   patch.reset(table.region[b]);  // zeroed per task: the block's gradient stays cache-resident
+                   for (int64_t r = table.image_first[b]; r < table.image_first[b + 1]; ++r) {
+                     const int64_t k = table.order[r];
+                     if (r + 1 < table.image_first[b + 1])
+                       prefetch_block(go + table.order[r + 1] * gs.s0 + c0 * gs.s1, nc, gs.s1, g_span);
+                     load_grad_bins(go + k * gs.s0 + c0 * gs.s1, gs, ph_count, pw_count, nc, bins.data());
+                     scatter_roi(table, patch, k, bins.data());
+                   }
+                   write_block(patch, grad_input.data<T>(), is, b, c0, nc, height, width);
+                 }
+               });
 }
 
 }  // namespace
@@ -352,7 +384,8 @@ void roi_align(const TensorView& input, const TensorView& boxes, const TensorVie
     } else {
       const std::vector<int64_t> image = image_indices<T>(kForward, boxes, input.size(0));
       if (output.is_empty()) return;
-      const auto table = detail::build_roi_table<T>(kForward, boxes, image, input.size(0), input.size(2), input.size(3), params);
+      const auto table =
+          detail::build_roi_table<T>(kForward, boxes, image, input.size(0), input.size(2), input.size(3), params);
       forward_kernel<T>(input, output, table);
     }
   });
