@@ -26,12 +26,12 @@ Resolved resolve(const char* op, const AvgPool2dParams& p) {
   const auto& k = p.kernel_size;
   const auto& s = p.stride;
   const auto& pad = p.padding;
-  SG_CHECK(k.size() == 1 || k.size() == 2, op, "(): expected kernel_size to have 1 or 2 entries, but got ",
-           k.size(), " (", format_list(k, "[", "]"), ")");
+  SG_CHECK(k.size() == 1 || k.size() == 2, op, "(): expected kernel_size to have 1 or 2 entries, but got ", k.size(),
+           " (", format_list(k, "[", "]"), ")");
   SG_CHECK(s.size() <= 2, op, "(): expected stride to have 0, 1 or 2 entries, but got ", s.size(), " (",
            format_list(s, "[", "]"), ")");
-  SG_CHECK(pad.size() == 1 || pad.size() == 2, op, "(): expected padding to have 1 or 2 entries, but got ",
-           pad.size(), " (", format_list(pad, "[", "]"), ")");
+  SG_CHECK(pad.size() == 1 || pad.size() == 2, op, "(): expected padding to have 1 or 2 entries, but got ", pad.size(),
+           " (", format_list(pad, "[", "]"), ")");
   Resolved r;
   r.kh = k[0];
   r.kw = k.size() == 1 ? k[0] : k[1];
@@ -51,20 +51,22 @@ Resolved resolve(const char* op, const AvgPool2dParams& p) {
 // The output length of one axis, in 128 bits: in + 2p - k + s - 1 overflows int64 for strides or
 // kernels near 2^63 (UBSan flagged it, and the wrapped value gave a wrong "output 0x0" error).
 int64_t pooled_size(const char* op, int64_t in, int64_t k, int64_t s, int64_t p, bool ceil_mode) {
-  const detail::Int128 span = static_cast<detail::Int128>(in) + 2 * static_cast<detail::Int128>(p) - k + (ceil_mode ? s - 1 : 0);
+  const detail::Int128 span =
+      static_cast<detail::Int128>(in) + 2 * static_cast<detail::Int128>(p) - k + (ceil_mode ? s - 1 : 0);
   detail::Int128 out = (span >= 0 ? span / s : -((-span + s - 1) / s)) + 1;  // floor division
   // The last window must start inside the input or the left padding.
   if (ceil_mode && (out - 1) * s >= static_cast<detail::Int128>(in) + p) --out;
-  SG_CHECK_KIND(out <= INT64_MAX && static_cast<detail::Int128>(in) + 2 * static_cast<detail::Int128>(p) <= INT64_MAX, kOverflow,
-                op, "(): expected an output size and padded input that fit in int64, but got input length ", in,
-                " with padding ", p, " and stride ", s);
+  SG_CHECK_KIND(out <= INT64_MAX && static_cast<detail::Int128>(in) + 2 * static_cast<detail::Int128>(p) <= INT64_MAX,
+                kOverflow, op, "(): expected an output size and padded input that fit in int64, but got input length ",
+                in, " with padding ", p, " and stride ", s);
   return static_cast<int64_t>(out);
 }
 
 std::vector<int64_t> output_shape(const char* op, const std::vector<int64_t>& in_shape, const AvgPool2dParams& p) {
   const Resolved r = resolve(op, p);
-  SG_CHECK(in_shape.size() == 3 || in_shape.size() == 4, op, "(): expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, but got ",
-           in_shape.size(), "-D shape ", format_list(in_shape));
+  SG_CHECK(in_shape.size() == 3 || in_shape.size() == 4, op,
+           "(): expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, but got ", in_shape.size(), "-D shape ",
+           format_list(in_shape));
   const int64_t h = in_shape[in_shape.size() - 2], w = in_shape.back();
   int64_t oh = pooled_size(op, h, r.kh, r.sh, r.ph, p.ceil_mode);
   int64_t ow = pooled_size(op, w, r.kw, r.sw, r.pw, p.ceil_mode);
@@ -130,7 +132,12 @@ struct Windows {
 Windows make_windows(const Resolved& r, const AvgPool2dParams& p, int64_t in_h, int64_t in_w, int64_t out_h,
                      int64_t out_w) {
   Windows win{detail::make_pool_axis(in_h, out_h, r.kh, r.sh, r.ph),
-              detail::make_pool_axis(in_w, out_w, r.kw, r.sw, r.pw), r.kw, r.sw, r.pw, {}, {}};
+              detail::make_pool_axis(in_w, out_w, r.kw, r.sw, r.pw),
+              r.kw,
+              r.sw,
+              r.pw,
+              {},
+              {}};
   auto factors = [&](const detail::PoolAxis& axis, bool is_rows) {
     std::vector<int64_t> f(static_cast<size_t>(axis.out));
     for (int64_t o = 0; o < axis.out; ++o) {
@@ -197,7 +204,6 @@ SPATIALGRAD_INLINE void sum_rows(int64_t count, int64_t n, int64_t stride, const
     }
   }
 }
-
 
 // What a task of forward_rows or backward_rows needs of the call: the planes it reads (src: input or
 // grad_output) and those it writes (dst: output or grad_input).
@@ -305,7 +311,8 @@ SG_SIMD_CLONES void forward_rows(const PlanePlan<T>& plan, ForwardScratch<T, Wid
         detail::widen_sum_rows(scratch.window.data(), count, in_w, plan.src_w, column_sums);
       }
     } else {
-      sum_rows(count, in_w, plan.src_w, [&](int64_t r) { return src + (first + r) * plan.src_h; }, column_sums);
+      sum_rows(
+          count, in_w, plan.src_w, [&](int64_t r) { return src + (first + r) * plan.src_h; }, column_sums);
     }
     scratch.width.run(sums);
     if (const Acc* divisors = win.divisor_row(oh, scratch.divisors.data())) {
@@ -363,10 +370,12 @@ SG_SIMD_CLONES void forward_rows_channels_last(const ChannelsLastPlan<T>& plan, 
     const int64_t first = win.h.start[oh], count = win.h.end[oh] - first;
     const T* src = plan.in + n * plan.in_n + first * plan.in_h;
     if (dense_rows) {
-      sum_rows(count, in_w * C, 1, [&](int64_t r) { return src + r * plan.in_h; }, column_sums);
+      sum_rows(
+          count, in_w * C, 1, [&](int64_t r) { return src + r * plan.in_h; }, column_sums);
     } else {
       for (int64_t w = 0; w < in_w; ++w) {
-        sum_rows(count, C, 1, [&](int64_t r) { return src + r * plan.in_h + w * plan.in_w; }, column_sums + w * C);
+        sum_rows(
+            count, C, 1, [&](int64_t r) { return src + r * plan.in_h + w * plan.in_w; }, column_sums + w * C);
       }
     }
     const Acc* divisors = win.divisor_row(oh, scratch.divisors.data());
@@ -375,7 +384,8 @@ SG_SIMD_CLONES void forward_rows_channels_last(const ChannelsLastPlan<T>& plan, 
       Acc* __restrict sum = scratch.sums.data() + ow * C;
       // The window's taps: every padded column of it, or (direct) its clipped input columns from +0;
       // the padding's zeros change no sum, so both give the same bits.
-      const Acc* window = win.direct_width ? column_sums + win.w.start[ow] * C : scratch.columns.data() + ow * win.sw * C;
+      const Acc* window =
+          win.direct_width ? column_sums + win.w.start[ow] * C : scratch.columns.data() + ow * win.sw * C;
       const int64_t taps = win.direct_width ? win.w.end[ow] - win.w.start[ow] : win.kw;
       if (win.direct_width) {
         std::fill(sum, sum + C, Acc(0));
@@ -424,11 +434,10 @@ void forward_kernel(const TensorView& input, const TensorView& output, const Win
   const PlanePlan<T> plan(win, input, output);
   dispatch_width_pass<detail::StridedBoxSum<Acc>, detail::DirectBoxSum<Acc>>(win, [&](auto* tag) {
     using WidthSum = std::remove_pointer_t<decltype(tag)>;
-    parallel_chunks(0, plan.src_planes.count * win.h.out, grain_for(work_per_row), 0,
-                    [&](ChunkQueue& queue) {
-                      ForwardScratch<T, WidthSum> scratch(win);
-                      for (int64_t lo, hi; queue.next(lo, hi);) forward_rows(plan, scratch, lo, hi);
-                    });
+    parallel_chunks(0, plan.src_planes.count * win.h.out, grain_for(work_per_row), 0, [&](ChunkQueue& queue) {
+      ForwardScratch<T, WidthSum> scratch(win);
+      for (int64_t lo, hi; queue.next(lo, hi);) forward_rows(plan, scratch, lo, hi);
+    });
   });
 }
 
@@ -462,8 +471,8 @@ struct BackwardScratch {
 // A function forced inline rather than a lambda: the lambda stopped being inlined into backward_rows's
 // clones when it grew, and its loops then ran at the baseline ISA (15% slower).
 template <class T, class Acc>
-SPATIALGRAD_INLINE void scale_grad_row(const Windows& win, int64_t oh, const T* g_row, int64_t g_stride, const Acc* col_factor,
-                              Acc* divisor_scratch, Acc* __restrict scaled) {
+SPATIALGRAD_INLINE void scale_grad_row(const Windows& win, int64_t oh, const T* g_row, int64_t g_stride,
+                                       const Acc* col_factor, Acc* divisor_scratch, Acc* __restrict scaled) {
   const int64_t out_w = win.w.out;
   if (const Acc* divisors = win.divisor_row(oh, divisor_scratch)) {
     for (int64_t ow = 0; ow < out_w; ++ow) scaled[ow] = Acc(0) + load_as<Acc>(g_row[ow * g_stride]) / divisors[ow];
@@ -474,7 +483,8 @@ SPATIALGRAD_INLINE void scale_grad_row(const Windows& win, int64_t oh, const T* 
     detail::widen_row(g_row, g_stride, out_w, scaled);
     for (int64_t ow = 0; ow < out_w; ++ow) scaled[ow] = Acc(0) + scaled[ow] / (row_factor * col_factor[ow]);
   } else if (g_stride == 1) {
-    for (int64_t ow = 0; ow < out_w; ++ow) scaled[ow] = Acc(0) + load_as<Acc>(g_row[ow]) / (row_factor * col_factor[ow]);
+    for (int64_t ow = 0; ow < out_w; ++ow)
+      scaled[ow] = Acc(0) + load_as<Acc>(g_row[ow]) / (row_factor * col_factor[ow]);
   } else {
     for (int64_t ow = 0; ow < out_w; ++ow) {
       scaled[ow] = Acc(0) + load_as<Acc>(g_row[ow * g_stride]) / (row_factor * col_factor[ow]);
@@ -538,7 +548,8 @@ SG_SIMD_CLONES void backward_rows(const PlanePlan<T>& plan, BackwardScratch<T, S
       for (int64_t w = 0; w < in_w; ++w) dst[w] = store_as<T>(r0[w] + r1[w]);
     } else {
       // sum_rows starts from +0, which changes no spread value (none is -0).
-      sum_rows(count, in_w, 1, [&](int64_t k) { return covering[k]; }, scratch.row_out.data());
+      sum_rows(
+          count, in_w, 1, [&](int64_t k) { return covering[k]; }, scratch.row_out.data());
       detail::store_row(scratch.row_out.data(), in_w, dst, plan.dst_w);
     }
   }
@@ -552,11 +563,10 @@ void backward_kernel(const TensorView& grad_output, const TensorView& grad_input
   const int64_t work_per_row = std::max<int64_t>(1, width_work * (win.h.max_cover + 1));
   dispatch_width_pass<detail::BoxSpread<Acc>, detail::DirectSpread<Acc>>(win, [&](auto* tag) {
     using Spread = std::remove_pointer_t<decltype(tag)>;
-    parallel_chunks(0, plan.dst_planes.count * win.h.in, grain_for(work_per_row), 0,
-                    [&](ChunkQueue& queue) {
-                      BackwardScratch<T, Spread> scratch(win);
-                      for (int64_t lo, hi; queue.next(lo, hi);) backward_rows(plan, scratch, lo, hi);
-                    });
+    parallel_chunks(0, plan.dst_planes.count * win.h.in, grain_for(work_per_row), 0, [&](ChunkQueue& queue) {
+      BackwardScratch<T, Spread> scratch(win);
+      for (int64_t lo, hi; queue.next(lo, hi);) backward_rows(plan, scratch, lo, hi);
+    });
   });
 }
 
@@ -582,8 +592,8 @@ void avg_pool2d(const TensorView& input, const TensorView& output, const AvgPool
 void check_avg_pool2d_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grad_input,
                                const AvgPool2dParams& params) {
   SG_CHECK(grad_output.dim() == grad_input.dim() && (grad_output.dim() == 3 || grad_output.dim() == 4), kBackward,
-           "(): expected grad_output and grad_input to be both 3-D or both 4-D, but got ", grad_output.dim(),
-           "-D and ", grad_input.dim(), "-D");
+           "(): expected grad_output and grad_input to be both 3-D or both 4-D, but got ", grad_output.dim(), "-D and ",
+           grad_input.dim(), "-D");
   detail::check_shape(kBackward, "grad_input", grad_input, input.sizes());
   const std::vector<int64_t> expected = output_shape(kBackward, input.sizes(), params);
   detail::check_shape(kBackward, "grad_output", grad_output, expected);

@@ -156,8 +156,8 @@ struct Backward {
       const T* g = go.plane(n, c);
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t slots = 2 * kBlock * (b - b0);
-        tables[b - b0].template backward<false, true, decltype(group)::value>(ctx, src, ctx.input.s1, g, go.s1,
-                                                                              nullptr, 0, ax + slots, ay + slots);
+        tables[b - b0].template backward<false, true, decltype(group)::value>(ctx, src, ctx.input.s1, g, go.s1, nullptr,
+                                                                              0, ax + slots, ay + slots);
       }
     });
     write_grid_grad(tables, n, b0, b1, ax, ay);
@@ -183,8 +183,8 @@ struct Backward {
       const T* g = go.plane(n, c);
       for (int64_t b = 0; b < ctx.blocks; ++b) {
         const int64_t slots = 2 * kBlock * b;
-        tables[b].template backward<true, true, kGroup>(ctx, src, ctx.input.s1, g, go.s1, gi, planes.step(),
-                                                        ax + slots, ay + slots);
+        tables[b].template backward<true, true, kGroup>(ctx, src, ctx.input.s1, g, go.s1, gi, planes.step(), ax + slots,
+                                                        ay + slots);
       }
       planes.finish(gi, n, c, kGroup);
     });

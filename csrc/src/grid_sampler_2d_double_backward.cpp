@@ -209,7 +209,8 @@ void point_pass(const Problem<T>& pb, int64_t n, int64_t h, int64_t w) {
       gx += pt.ax[k] * uv + hx[k] * xv;
       gy += pt.ay[k] * uv + hy[k] * xv;
     }
-    if (pb.d_grad_output) pb.d_grad_output.plane(n, c)[h * pb.d_grad_output.s2 + w * pb.d_grad_output.s3] = store_as<T>(d_go);
+    if (pb.d_grad_output)
+      pb.d_grad_output.plane(n, c)[h * pb.d_grad_output.s2 + w * pb.d_grad_output.s3] = store_as<T>(d_go);
     const Acc go = load_as<Acc>(pb.grad_output.plane(n, c)[h * pb.grad_output.s2 + w * pb.grad_output.s3]);
     sum_x += go * gx;
     sum_y += go * gy;
@@ -347,10 +348,20 @@ void grid_sampler_2d_double_backward(const TensorView& grad_grad_input, const Te
       run_staged(grad_grad_input, grad_grad_grid, grad_output, input, grid, d_grad_output, d_input, d_grid, params,
                  output_mask);
     } else {
-      Problem<T> pb{input.size(0), input.size(1), input.size(2), input.size(3), grid.size(1), grid.size(2), params,
-                    view4<const T>(grad_grad_input), view4<const T>(grad_grad_grid), view4<const T>(grad_output),
-                    view4<const T>(input), view4<const T>(grid),
-                    want_go ? view4<T>(d_grad_output) : View4<T>{}, want_input ? view4<T>(d_input) : View4<T>{},
+      Problem<T> pb{input.size(0),
+                    input.size(1),
+                    input.size(2),
+                    input.size(3),
+                    grid.size(1),
+                    grid.size(2),
+                    params,
+                    view4<const T>(grad_grad_input),
+                    view4<const T>(grad_grad_grid),
+                    view4<const T>(grad_output),
+                    view4<const T>(input),
+                    view4<const T>(grid),
+                    want_go ? view4<T>(d_grad_output) : View4<T>{},
+                    want_input ? view4<T>(d_input) : View4<T>{},
                     want_grid ? view4<T>(d_grid) : View4<T>{}};
       if (want_go || want_grid) run_point_pass(pb);
       if (want_input) run_plane_pass(pb);

@@ -48,8 +48,8 @@ int64_t checked_add(const char* op, int64_t a, int64_t b) {
   return out;
 }
 
-// Validates the inputs both directions share (docs/operators.md (Multi-scale deformable attention) plus what the NPU leaves unchecked) and
-// reads the level table.
+// Validates the inputs both directions share (docs/operators.md (Multi-scale deformable attention) plus what the NPU
+// leaves unchecked) and reads the level table.
 Problem validate(const char* op, const TensorView& value, const TensorView& spatial_shapes,
                  const TensorView& level_start_index, const TensorView& sampling_locations,
                  const TensorView& attention_weights) {
@@ -185,7 +185,8 @@ SG_SIMD_CLONES void pack_value_slice(const TensorView& value, const Strides& st,
     for (int64_t y = 0, s = 0; y < level.height; ++y) {
       Acc* __restrict dst = rows + (level.first + y * level.row_pitch) * channels;
       for (int64_t x = 0; x < level.width; ++x, ++s, row += row_stride, dst += channels) {
-        if (channel_stride == 1 && s + kRowsAhead < pixels) prefetch_span(row + kRowsAhead * row_stride, channels, false);
+        if (channel_stride == 1 && s + kRowsAhead < pixels)
+          prefetch_span(row + kRowsAhead * row_stride, channels, false);
         detail::load_row(row, channel_stride, channels, dst);  // float16: F16C where the CPU has it
       }
     }
@@ -203,7 +204,8 @@ SG_SIMD_CLONES void unpack_grad_slice(const Acc* __restrict grads, const PaddedL
     for (int64_t y = 0, s = 0; y < level.height; ++y) {
       const Acc* __restrict src = grads + (level.first + y * level.row_pitch) * channels;
       for (int64_t x = 0; x < level.width; ++x, ++s, row += row_stride, src += channels) {
-        if (channel_stride == 1 && s + kRowsAhead < pixels) prefetch_span(row + kRowsAhead * row_stride, channels, true);
+        if (channel_stride == 1 && s + kRowsAhead < pixels)
+          prefetch_span(row + kRowsAhead * row_stride, channels, true);
         detail::store_row(src, channels, row, channel_stride);
       }
     }
@@ -275,8 +277,8 @@ void gather_pair_points(const PointArgs<T>& args, int64_t b, int64_t h, int64_t 
 // sum += w0 v0 + w1 v1 + w2 v2 + w3 v3 over the channels, v0..v3 being the rows r, r + 1, r + pitch,
 // r + pitch + 1 (C apart).
 template <class Acc>
-SPATIALGRAD_INLINE void forward_channels(int64_t channels, const Acc* corner, int64_t pitch, Acc w0, Acc w1, Acc w2, Acc w3,
-                                Acc* __restrict sum) {
+SPATIALGRAD_INLINE void forward_channels(int64_t channels, const Acc* corner, int64_t pitch, Acc w0, Acc w1, Acc w2,
+                                         Acc w3, Acc* __restrict sum) {
   const Acc* __restrict v0 = corner;
   const Acc* __restrict v1 = corner + channels;
   const Acc* __restrict v2 = corner + pitch * channels;
@@ -329,7 +331,7 @@ void forward_kernel(const Problem& pb, const TensorView& value, const TensorView
     std::vector<Acc> rows(static_cast<size_t>(layout.rows * C), Acc(0));      // borders stay zero
     std::vector<Acc> acc(static_cast<size_t>(std::min(Q, kQueryBlock) * C));  // the block's output rows
     std::vector<Acc> points(static_cast<size_t>(std::min(Q, kQueryBlock) * L * P * 3));
-    int64_t packed = -1;                                                      // the (b, h) pair in `rows`
+    int64_t packed = -1;  // the (b, h) pair in `rows`
     for (int64_t lo, hi; queue.next(lo, hi);) {
       for (int64_t item = lo; item < hi; ++item) {
         const int64_t pair = item / blocks, block = item % blocks;
@@ -360,8 +362,8 @@ using LanesVec = detail::Vec<Acc, kLanes * sizeof(Acc)>;
 // corner values, so those are combinations of the four dot products dots[i] = <g, v_i>; the same pass
 // adds aw_i * g to the four gradient rows.
 template <class Acc>
-SPATIALGRAD_INLINE void backward_channels(int64_t channels, const Acc* __restrict g, const Acc* value, Acc* grad, int64_t pitch,
-                                 const Acc (&aw)[4], Acc (&dots)[4]) {
+SPATIALGRAD_INLINE void backward_channels(int64_t channels, const Acc* __restrict g, const Acc* value, Acc* grad,
+                                          int64_t pitch, const Acc (&aw)[4], Acc (&dots)[4]) {
   using V = LanesVec<Acc>;
   const int64_t offset[4] = {0, channels, pitch * channels, (pitch + 1) * channels};
   const Acc* __restrict v0 = value + offset[0];
@@ -420,13 +422,15 @@ SPATIALGRAD_INLINE void backward_channels(int64_t channels, const Acc* __restric
 // level's value and gradient rows), then its weight gradient and its location gradients (x, y) in
 // out[0..3).
 template <class Acc>
-SPATIALGRAD_INLINE void backward_point(int64_t channels, const Acc* g, const Acc* value, Acc* grad, int64_t pitch, Acc a,
-                              const detail::DeformPoint<Acc>& pt, Acc width, Acc height, Acc (&out)[3]) {
+SPATIALGRAD_INLINE void backward_point(int64_t channels, const Acc* g, const Acc* value, Acc* grad, int64_t pitch,
+                                       Acc a, const detail::DeformPoint<Acc>& pt, Acc width, Acc height,
+                                       Acc (&out)[3]) {
   const Acc aw[4] = {a * pt.weight[0], a * pt.weight[1], a * pt.weight[2], a * pt.weight[3]};
   Acc dots[4];
   backward_channels(channels, g, value, grad, pitch, aw, dots);
   const Acc g0 = dots[0], g1 = dots[1], g2 = dots[2], g3 = dots[3];
-  // Contract: sum_c tg * (w1 v1 + ... + w4 v4); gw = -hh v1 + hh v2 - lh v3 + lh v4; gh = -hw v1 - lw v2 + hw v3 + lw v4.
+  // Contract: sum_c tg * (w1 v1 + ... + w4 v4); gw = -hh v1 + hh v2 - lh v3 + lh v4; gh = -hw v1 - lw v2 + hw v3 + lw
+  // v4.
   out[0] = pt.weight[0] * g0 + pt.weight[1] * g1 + pt.weight[2] * g2 + pt.weight[3] * g3;
   out[1] = width * a * (pt.hh * (g1 - g0) + pt.lh * (g3 - g2));
   out[2] = height * a * (pt.hw * (g2 - g0) + pt.lw * (g3 - g1));
@@ -502,9 +506,10 @@ struct LevelScratch {
 // memory-bound: ~2x slower than on levels that fit). One function with an AVX2 clone: the channel
 // passes inline into it and floor() is one instruction.
 template <class Acc>
-SG_SIMD_CLONES void backward_level(int64_t channels, int64_t points_per_query, int64_t queries, const PaddedLevel& level,
-                                   const Acc* rows, const Acc* g, Acc* grads, const Acc* __restrict points,
-                                   Acc* __restrict point_grads, LevelScratch<Acc>& scratch) {
+SG_SIMD_CLONES void backward_level(int64_t channels, int64_t points_per_query, int64_t queries,
+                                   const PaddedLevel& level, const Acc* rows, const Acc* g, Acc* grads,
+                                   const Acc* __restrict points, Acc* __restrict point_grads,
+                                   LevelScratch<Acc>& scratch) {
   const int64_t C = channels, P = points_per_query, H = level.height, W = level.width, pitch = level.row_pitch;
   const Acc height = static_cast<Acc>(H), width = static_cast<Acc>(W);
   const Acc* level_rows = rows + level.first * C;

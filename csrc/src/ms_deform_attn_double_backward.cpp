@@ -140,8 +140,8 @@ const T* point_entry(const Strided<const T, D>& t, int64_t b, int64_t q, int64_t
 //   d_attn += w_k (go . U_k) + (V . a_k) (go . v_k),
 //   d_loc  += A a_k (go . U_k) + (A hxy_k (V_y, V_x) + Wt a_k) (go . v_k).
 template <class T>
-void point_terms(const Problem<T>& pb, int64_t b, int64_t q, int64_t h, int64_t l, int64_t p,
-                 const AccType<T>* go, AccType<T>* d_go) {
+void point_terms(const Problem<T>& pb, int64_t b, int64_t q, int64_t h, int64_t l, int64_t p, const AccType<T>* go,
+                 AccType<T>* d_go) {
   using Acc = AccType<T>;
   const int64_t C = pb.shape.channels;
   const T* xy = point_entry(pb.loc, b, q, h, l, p);
@@ -156,8 +156,7 @@ void point_terms(const Problem<T>& pb, int64_t b, int64_t q, int64_t h, int64_t 
   Acc sum_x = 0, sum_y = 0, sum_attn = 0;
   const DeformLevel& level = pb.shape.level_table[static_cast<size_t>(l)];
   DeformPoint<Acc> pt;
-  if (detail::locate_deform_point(load_as<Acc>(xy[0]), load_as<Acc>(xy[pb.loc.s[5]]), level.height, level.width,
-                                  pt)) {
+  if (detail::locate_deform_point(load_as<Acc>(xy[0]), load_as<Acc>(xy[pb.loc.s[5]]), level.height, level.width, pt)) {
     const Corners<Acc> k4 = corners_of(pt, level);
     for (int k = 0; k < k4.count; ++k) {
       const Acc cv = vx * k4.ax[k] + vy * k4.ay[k];
@@ -181,8 +180,9 @@ void point_terms(const Problem<T>& pb, int64_t b, int64_t q, int64_t h, int64_t 
   const int64_t dl = b * pb.d_loc.s[0] + q * pb.d_loc.s[1] + h * pb.d_loc.s[2] + l * pb.d_loc.s[3] + p * pb.d_loc.s[4];
   pb.d_loc.data[dl] = store_as<T>(sum_x);
   pb.d_loc.data[dl + pb.d_loc.s[5]] = store_as<T>(sum_y);
-  pb.d_attn.data[b * pb.d_attn.s[0] + q * pb.d_attn.s[1] + h * pb.d_attn.s[2] + l * pb.d_attn.s[3] +
-                 p * pb.d_attn.s[4]] = store_as<T>(sum_attn);
+  pb.d_attn
+      .data[b * pb.d_attn.s[0] + q * pb.d_attn.s[1] + h * pb.d_attn.s[2] + l * pb.d_attn.s[3] + p * pb.d_attn.s[4]] =
+      store_as<T>(sum_attn);
 }
 
 // Everything pair (b, h) owns: its d_value rows (zeroed first), then query after query its points and

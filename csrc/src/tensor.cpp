@@ -70,8 +70,8 @@ TensorView::TensorView(void* data, DType dtype, std::vector<int64_t> sizes, std:
     : data_(data), dtype_(dtype), sizes_(std::move(sizes)), strides_(std::move(strides)) {
   numel_ = checked_numel(sizes_);
   if (strides_.empty() && !sizes_.empty()) strides_ = contiguous_strides(sizes_);
-  SG_CHECK(strides_.size() == sizes_.size(), "tensor: expected as many strides as sizes, but got ",
-           strides_.size(), " strides for sizes ", format_list(sizes_));
+  SG_CHECK(strides_.size() == sizes_.size(), "tensor: expected as many strides as sizes, but got ", strides_.size(),
+           " strides for sizes ", format_list(sizes_));
   SG_CHECK(data_ != nullptr || numel_ == 0, "tensor: expected a data pointer for a non-empty tensor of sizes ",
            format_list(sizes_), ", but got null");
 }

@@ -224,7 +224,8 @@ struct NhwcForward {
         blend_pixel(wide + tab.w.i0[ow] * channels, wide + tab.w.i1[ow] * channels, 1, ow, buf + ow * channels);
       }
     } else {
-      for (int64_t ow = 0; ow < tab.w.out; ++ow) blend_pixel(row + col0[ow], row + col1[ow], is.c, ow, buf + ow * channels);
+      for (int64_t ow = 0; ow < tab.w.out; ++ow)
+        blend_pixel(row + col0[ow], row + col1[ow], is.c, ow, buf + ow * channels);
     }
   }
 
@@ -234,7 +235,8 @@ struct NhwcForward {
     if (c_step == 1) {
       for (int64_t c = 0; c < channels; ++c) b[c] = w0 * load_as<Acc>(p0[c]) + w1 * load_as<Acc>(p1[c]);
     } else {
-      for (int64_t c = 0; c < channels; ++c) b[c] = w0 * load_as<Acc>(p0[c * c_step]) + w1 * load_as<Acc>(p1[c * c_step]);
+      for (int64_t c = 0; c < channels; ++c)
+        b[c] = w0 * load_as<Acc>(p0[c * c_step]) + w1 * load_as<Acc>(p1[c * c_step]);
     }
   }
 
@@ -572,7 +574,8 @@ struct NhwcBackward {
         detail::zero_row(channels, out_px, is.c);
         continue;
       }
-      for (int64_t k = 0; k < w_count; ++k) r_rows[k] = rows.data() + (tab.w.source[e0 + k] - chunk.ow_begin) * channels;
+      for (int64_t k = 0; k < w_count; ++k)
+        r_rows[k] = rows.data() + (tab.w.source[e0 + k] - chunk.ow_begin) * channels;
       detail::weighted_row_sum(r_rows.data(), tab.w.weight.data() + e0, w_count, 1, channels, sum.data());
       if (stream) {
         detail::store_row_streaming(sum.data(), channels, out_px, is.c);

@@ -1,5 +1,5 @@
-// aclnnAvgPool2dBackward through the C API: results against a naive docs/operators.md (Average pooling) loop, every dtype,
-// 3-D (NCL) input, strided/offset outputs, empty tensors, and every validation rule's status and message.
+// aclnnAvgPool2dBackward through the C API: results against a naive docs/operators.md (Average pooling) loop, every
+// dtype, 3-D (NCL) input, strided/offset outputs, empty tensors, and every validation rule's status and message.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,9 +11,9 @@
 #include "acl/acl.h"
 #include "aclnn_core_util.h"
 #include "aclnn_test_util.h"
-#include "test_util.h"
 #include "aclnnop/aclnn_avgpool2d_backward.h"
 #include "spatialgrad/avg_pool2d.h"
+#include "test_util.h"
 
 namespace {
 
@@ -64,7 +64,8 @@ void check_against_naive(const std::vector<int64_t>& in_shape, const Pool& p, ac
   out_shape.push_back(OW);
   const int64_t planes = numel(in_shape) / (H * W);
   const std::vector<T> g = random_values<T>(numel(out_shape), 7);
-  HostTensor<T> go(out_shape, dtype, g), self(in_shape, dtype), gi(in_shape, dtype, std::vector<T>(numel(in_shape), T(9)));
+  HostTensor<T> go(out_shape, dtype, g), self(in_shape, dtype),
+      gi(in_shape, dtype, std::vector<T>(numel(in_shape), T(9)));
   ASSERT_EQ(run(go.tensor, self.tensor, p, gi.tensor, null_stride), ACLNN_SUCCESS) << aclGetRecentErrMsg();
   const std::vector<double> expected = naive.backward(std::vector<double>(g.begin(), g.end()), planes, H, W);
   for (size_t i = 0; i < expected.size(); ++i) {
@@ -113,7 +114,8 @@ TEST(AclnnAvgPool2dBackward, ThreeDimensionalNclInput) {
   HostTensor<float> self({3, 5, 8}, ACL_FLOAT, {}, ACL_FORMAT_NCL), gi({3, 5, 8}, ACL_FLOAT, {}, ACL_FORMAT_NCL);
   EXPECT_ACL_STATUS(run(go.tensor, self.tensor, p, gi.tensor), ACLNN_SUCCESS, "");
   HostTensor<float> go4({1, 3, 3, 4}, ACL_FLOAT, std::vector<float>(36, 1.0f), ACL_FORMAT_NCHW);
-  HostTensor<float> self4({1, 3, 5, 8}, ACL_FLOAT, {}, ACL_FORMAT_NCHW), gi4({1, 3, 5, 8}, ACL_FLOAT, {}, ACL_FORMAT_NCHW);
+  HostTensor<float> self4({1, 3, 5, 8}, ACL_FLOAT, {}, ACL_FORMAT_NCHW),
+      gi4({1, 3, 5, 8}, ACL_FLOAT, {}, ACL_FORMAT_NCHW);
   EXPECT_ACL_STATUS(run(go4.tensor, self4.tensor, p, gi4.tensor), ACLNN_SUCCESS, "");
   EXPECT_EQ(gi.storage, gi4.storage);
 }
@@ -161,7 +163,8 @@ TEST(AclnnAvgPool2dBackward, WritesNonContiguousOutputThroughStrides) {
 TEST(AclnnAvgPool2dBackward, ReadsNonContiguousGradOutput) {
   Pool p;
   const std::vector<float> g = random_values<float>(2 * 3 * 2, 11);  // logical (1, 2, 3, 2)
-  HostTensor<float> dense_go({1, 2, 3, 2}, ACL_FLOAT, g), self({1, 2, 5, 4}, ACL_FLOAT), expected({1, 2, 5, 4}, ACL_FLOAT);
+  HostTensor<float> dense_go({1, 2, 3, 2}, ACL_FLOAT, g), self({1, 2, 5, 4}, ACL_FLOAT),
+      expected({1, 2, 5, 4}, ACL_FLOAT);
   ASSERT_EQ(run(dense_go.tensor, self.tensor, p, expected.tensor), ACLNN_SUCCESS);
 
   // Stored as (1, 2, 2, 3) memory, viewed with H and W swapped.
@@ -326,7 +329,8 @@ TEST(AclnnAvgPool2dBackwardErrors, GradOutputShapeMustMatchOutputSize) {
   // Input smaller than the kernel: no valid output size at all.
   a.p.kernel = {7};
   a.p.padding = {0};
-  EXPECT_ACL_STATUS(run(a.go.tensor, a.self.tensor, a.p, a.gi.tensor), kInvalid, "the input is smaller than the kernel");
+  EXPECT_ACL_STATUS(run(a.go.tensor, a.self.tensor, a.p, a.gi.tensor), kInvalid,
+                    "the input is smaller than the kernel");
 }
 
 TEST(AclnnAvgPool2dBackwardErrors, Dtypes) {

@@ -1,5 +1,3 @@
-#include "spatialgrad/avg_pool2d.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,14 +5,15 @@
 #include <cstring>
 #include <tuple>
 
+#include "spatialgrad/avg_pool2d.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"
 
 namespace spatialgrad {
 namespace {
 
-using testing::OwnedTensor;
 using testing::expect_error;
+using testing::OwnedTensor;
 using testing::random_tensor;
 
 using testing::NaivePool;  // test_util.h
@@ -64,8 +63,8 @@ TEST_P(AvgPoolSweep, ForwardAndBackwardMatchNaiveLoops) {
       for (int64_t p = 0; p <= k / 2; ++p) {
         // Width kernels and strides differ from the height's (width strides 2, 3, 1 for s = 1, 2, 3),
         // so that kernels narrower than the stride (uncovered columns) occur too.
-        NaivePool ref{k, k + 1 - (k > 1), s, s == 3 ? 1 : s + 1, p, std::min<int64_t>(p, (k + 1 - (k > 1)) / 2),
-                      ceil, cip, div};
+        NaivePool ref{
+            k, k + 1 - (k > 1), s, s == 3 ? 1 : s + 1, p, std::min<int64_t>(p, (k + 1 - (k > 1)) / 2), ceil, cip, div};
         const int64_t OH = NaivePool::out_size(H, ref.kh, ref.sh, ref.ph, ceil);
         const int64_t OW = NaivePool::out_size(W, ref.kw, ref.sw, ref.pw, ceil);
         if (OH < 1 || OW < 1) continue;
@@ -91,7 +90,7 @@ TEST(AvgPool2d, HugeKernelsAndStridesCostTheDataNotTheParameters) {
   };
   const Case cases[] = {{1, 1, k24, k24, k24 / 2, false}, {1, 1, k33, k33, k33 / 2, false},
                         {1, 1, k62, k62, k62 / 2, false}, {8, 8, 2, int64_t(1) << 40, 0, false},
-                        {8, 8, 2, INT64_MAX, 0, true},   {8, 7, k24, 1, k24 / 2, false},
+                        {8, 8, 2, INT64_MAX, 0, true},    {8, 7, k24, 1, k24 / 2, false},
                         {6, 9, 3, k24, 1, true}};
   for (const Case& c : cases) {
     for (bool count_include_pad : {true, false}) {
@@ -107,8 +106,11 @@ TEST(AvgPool2d, APaddedInputBeyondInt64IsAnOverflowError) {
   AvgPool2dParams p;
   p.kernel_size = {int64_t(1) << 62, 1};
   p.padding = {int64_t(1) << 61, 0};
-  expect_error([&] { avg_pool2d_output_shape({1, 1, int64_t(1) << 62, 1}, p); }, ErrorKind::kOverflow,
-               "avg_pool2d(): expected an output size and padded input that fit in int64");
+  expect_error(
+      [&] {
+        avg_pool2d_output_shape({1, 1, int64_t(1) << 62, 1}, p);
+      },
+      ErrorKind::kOverflow, "avg_pool2d(): expected an output size and padded input that fit in int64");
 }
 
 // A divisor whose float32 product of factors would round twice is formed exactly and rounded once,
@@ -218,11 +220,13 @@ void expect_channels_last_matches_planes() {
       for (int64_t c = 0; c < C; ++c)
         for (int64_t h = 0; h < H; ++h)
           for (int64_t w = 0; w < W; ++w)
-            nhwc[static_cast<size_t>(((b * H + h) * W + w) * wide_c + c)] = x[static_cast<size_t>(((b * C + c) * H + h) * W + w)];
+            nhwc[static_cast<size_t>(((b * H + h) * W + w) * wide_c + c)] =
+                x[static_cast<size_t>(((b * C + c) * H + h) * W + w)];
     for (int64_t pixel_step : {C, wide_c}) {  // dense pixels, then a channel slice of 8-channel pixels
       std::vector<T> storage(nhwc.size());
       for (int64_t i = 0; i < n * H * W; ++i)
-        for (int64_t c = 0; c < C; ++c) storage[static_cast<size_t>(i * pixel_step + c)] = nhwc[static_cast<size_t>(i * wide_c + c)];
+        for (int64_t c = 0; c < C; ++c)
+          storage[static_cast<size_t>(i * pixel_step + c)] = nhwc[static_cast<size_t>(i * wide_c + c)];
       std::vector<int64_t> sizes{C, H, W}, strides{1, W * pixel_step, pixel_step};
       if (batched) {
         sizes.insert(sizes.begin(), N);
@@ -327,8 +331,11 @@ TEST(AvgPool2d, ValidationErrors) {
   p.kernel_size = {7};
   expect_param_error(p, "expected an output of at least 1x1");
 
-  expect_error([&] { avg_pool2d_output_shape({6, 6}, base); }, ErrorKind::kInvalidArgument,
-               "expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, but got 2-D");
+  expect_error(
+      [&] {
+        avg_pool2d_output_shape({6, 6}, base);
+      },
+      ErrorKind::kInvalidArgument, "expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, but got 2-D");
   OwnedTensor<float> wrong({1, 2, 2, 3});
   expect_error([&] { avg_pool2d(x.view, wrong.view, base); }, ErrorKind::kInvalidArgument,
                "avg_pool2d(): expected output of shape (1, 2, 3, 3), but got (1, 2, 2, 3)");

@@ -1,5 +1,3 @@
-#include "spatialgrad/grid_sampler_2d.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,17 +6,19 @@
 #include <tuple>
 #include <vector>
 
+#include "spatialgrad/grid_sampler_2d.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"
 
 namespace spatialgrad {
 namespace {
 
-using testing::OwnedTensor;
 using testing::expect_error;
+using testing::OwnedTensor;
 using testing::random_tensor;
 
-// Straight from docs/operators.md (Grid sampling) (the generic PyTorch formulas): per point and channel, one tap at a time.
+// Straight from docs/operators.md (Grid sampling) (the generic PyTorch formulas): per point and channel, one tap at a
+// time.
 struct NaiveGridSampler {
   int64_t mode, padding;
   bool align;
@@ -100,7 +100,8 @@ struct NaiveGridSampler {
     }
     const Coord cx = source(gx, W), cy = source(gy, H);
     if (mode == 1) {
-      const int64_t x = static_cast<int64_t>(std::nearbyint(cx.value)), y = static_cast<int64_t>(std::nearbyint(cy.value));
+      const int64_t x = static_cast<int64_t>(std::nearbyint(cx.value)),
+                    y = static_cast<int64_t>(std::nearbyint(cy.value));
       if (x >= 0 && x < W && y >= 0 && y < H) tap(y, x, 1.0, 0.0, 0.0);
       return;
     }
@@ -396,8 +397,9 @@ TEST(GridSampler2d, ValidationErrors) {
   // Modes.
   GridSampler2dParams bad = p;
   bad.interpolation_mode = 3;
-  forward_error(x.view, grid.view, y.view, bad, ErrorKind::kInvalidArgument,
-                "grid_sampler_2d(): expected interpolation_mode in {0 (bilinear), 1 (nearest), 2 (bicubic)}, but got 3");
+  forward_error(
+      x.view, grid.view, y.view, bad, ErrorKind::kInvalidArgument,
+      "grid_sampler_2d(): expected interpolation_mode in {0 (bilinear), 1 (nearest), 2 (bicubic)}, but got 3");
   backward_error(y.view, x.view, grid.view, bad, ErrorKind::kInvalidArgument,
                  "grid_sampler_2d_backward(): expected interpolation_mode in");
   bad = p;
@@ -417,7 +419,8 @@ TEST(GridSampler2d, ValidationErrors) {
   OwnedTensor<float> grid_xyz({2, 6, 7, 3});
   forward_error(x.view, grid_xyz.view, y.view, p, ErrorKind::kInvalidArgument,
                 "expected grid's last dimension to be 2 (x, y), but got grid of shape (2, 6, 7, 3)");
-  backward_error(y.view, x.view, grid_xyz.view, p, ErrorKind::kInvalidArgument, "expected grid's last dimension to be 2");
+  backward_error(y.view, x.view, grid_xyz.view, p, ErrorKind::kInvalidArgument,
+                 "expected grid's last dimension to be 2");
   // Batch sizes.
   OwnedTensor<float> grid_b({3, 6, 7, 2}), y_b({3, 3, 6, 7});
   forward_error(x.view, grid_b.view, y.view, p, ErrorKind::kInvalidArgument,

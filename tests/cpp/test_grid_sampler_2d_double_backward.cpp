@@ -16,8 +16,8 @@
 namespace spatialgrad {
 namespace {
 
-using testing::OwnedTensor;
 using testing::expect_error;
+using testing::OwnedTensor;
 using testing::random_tensor;
 
 constexpr int64_t N = 2, C = 3, H = 5, W = 6, Ho = 3, Wo = 4;
@@ -66,10 +66,10 @@ TEST_P(GridSamplerDoubleBackward, MatchesCentralDifferencesOfTheBackward) {
                                   r_grid.view, p);
   const double analytic = dot(r_go, d_go) + dot(r_x, d_x) + dot(r_grid, d_grid);
   const double eps = 1e-6;
-  const double plus = first_order_objective(in, axpy(in.go, eps, d_go), axpy(in.x, eps, d_x),
-                                            axpy(in.grid, eps, d_grid), p);
-  const double minus = first_order_objective(in, axpy(in.go, -eps, d_go), axpy(in.x, -eps, d_x),
-                                             axpy(in.grid, -eps, d_grid), p);
+  const double plus =
+      first_order_objective(in, axpy(in.go, eps, d_go), axpy(in.x, eps, d_x), axpy(in.grid, eps, d_grid), p);
+  const double minus =
+      first_order_objective(in, axpy(in.go, -eps, d_go), axpy(in.x, -eps, d_x), axpy(in.grid, -eps, d_grid), p);
   EXPECT_NEAR(analytic, (plus - minus) / (2 * eps), 1e-6 * (1 + std::abs(analytic)));
   if (mode == 1) {  // nearest: piecewise constant weights, only the grad_output term is left
     for (double g : r_grid.storage) EXPECT_EQ(g, 0.0);
@@ -78,8 +78,7 @@ TEST_P(GridSamplerDoubleBackward, MatchesCentralDifferencesOfTheBackward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModes, GridSamplerDoubleBackward,
-                         ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Values(0, 1, 2),
-                                            ::testing::Bool()));
+                         ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Values(0, 1, 2), ::testing::Bool()));
 
 // Each output alone: d_grad_output is the forward applied to u plus the v-term, the other two vanish
 // with the cotangent they depend on.
@@ -99,11 +98,11 @@ TEST(GridSamplerDoubleBackwardOutputs, UnrequestedOutputsAreNotWritten) {
   const GridSampler2dParams p{2, 1, true};
   const Inputs in;
   OwnedTensor<double> all_go({N, C, Ho, Wo}), all_x({N, C, H, W}), all_grid({N, Ho, Wo, 2});
-  grid_sampler_2d_double_backward(in.u.view, in.v.view, in.go.view, in.x.view, in.grid.view, all_go.view,
-                                  all_x.view, all_grid.view, p);
+  grid_sampler_2d_double_backward(in.u.view, in.v.view, in.go.view, in.x.view, in.grid.view, all_go.view, all_x.view,
+                                  all_grid.view, p);
   OwnedTensor<double> only_x({N, C, H, W});
-  grid_sampler_2d_double_backward(in.u.view, in.v.view, in.go.view, in.x.view, in.grid.view, TensorView(),
-                                  only_x.view, TensorView(), p, {false, true, false});
+  grid_sampler_2d_double_backward(in.u.view, in.v.view, in.go.view, in.x.view, in.grid.view, TensorView(), only_x.view,
+                                  TensorView(), p, {false, true, false});
   EXPECT_EQ(only_x.storage, all_x.storage);
 }
 
@@ -157,17 +156,33 @@ TEST(GridSamplerDoubleBackwardValidation, NamesTheOperatorAndTheArgument) {
     grid_sampler_2d_double_backward(u, v, in.go.view, in.x.view, in.grid.view, r_go.view, r_x.view, r_grid.view, p,
                                     mask);
   };
-  expect_error([&] { call(in.u.view, in.v.view, {3, 0, false}); }, ErrorKind::kInvalidArgument,
-               "grid_sampler_2d_double_backward(): expected interpolation_mode");
-  expect_error([&] { call(in.u.view, in.v.view, {0, 0, false}, {true, true}); }, ErrorKind::kInvalidArgument,
-               "expected output_mask to have 3 entries");
+  expect_error(
+      [&] {
+        call(in.u.view, in.v.view, {3, 0, false});
+      },
+      ErrorKind::kInvalidArgument, "grid_sampler_2d_double_backward(): expected interpolation_mode");
+  expect_error(
+      [&] {
+        call(in.u.view, in.v.view, {0, 0, false}, {true, true});
+      },
+      ErrorKind::kInvalidArgument, "expected output_mask to have 3 entries");
   OwnedTensor<double> wrong({N, C, H, W + 1});
-  expect_error([&] { call(wrong.view, in.v.view, {0, 0, false}); }, ErrorKind::kInvalidArgument,
-               "expected grad_grad_input of shape (2, 3, 5, 6)");
-  expect_error([&] { call(in.u.view, wrong.view, {0, 0, false}); }, ErrorKind::kInvalidArgument, "expected grad_grad_grid");
+  expect_error(
+      [&] {
+        call(wrong.view, in.v.view, {0, 0, false});
+      },
+      ErrorKind::kInvalidArgument, "expected grad_grad_input of shape (2, 3, 5, 6)");
+  expect_error(
+      [&] {
+        call(in.u.view, wrong.view, {0, 0, false});
+      },
+      ErrorKind::kInvalidArgument, "expected grad_grad_grid");
   OwnedTensor<float> f({N, C, H, W});
-  expect_error([&] { call(f.view, in.v.view, {0, 0, false}); }, ErrorKind::kType,
-               "expected grad_grad_input to have the dtype of grad_output (float64)");
+  expect_error(
+      [&] {
+        call(f.view, in.v.view, {0, 0, false});
+      },
+      ErrorKind::kType, "expected grad_grad_input to have the dtype of grad_output (float64)");
 }
 
 }  // namespace

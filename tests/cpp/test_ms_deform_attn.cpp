@@ -1,5 +1,3 @@
-#include "spatialgrad/ms_deform_attn.h"
-
 #include <gtest/gtest.h>
 
 #include <array>
@@ -8,18 +6,20 @@
 #include <limits>
 #include <tuple>
 
+#include "spatialgrad/ms_deform_attn.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"
 
 namespace spatialgrad {
 namespace {
 
-using testing::OwnedTensor;
 using testing::expect_error;
+using testing::OwnedTensor;
 using testing::random_tensor;
 
 // A problem with contiguous float64 inputs and the results of a naive loop written straight from
-// docs/operators.md (Multi-scale deformable attention) (per-corner branches, per-channel gradient terms in the the contract's form).
+// docs/operators.md (Multi-scale deformable attention) (per-corner branches, per-channel gradient terms in the the
+// contract's form).
 struct Case {
   int64_t bs, heads, channels, queries, points;
   std::vector<std::pair<int64_t, int64_t>> shapes;
@@ -142,7 +142,8 @@ class MsDeformAttnSweep : public ::testing::TestWithParam<std::tuple<int, int, i
 
 TEST_P(MsDeformAttnSweep, MatchesNaiveLoopFloat64AndFloat32) {
   const auto [channels, heads, points] = GetParam();
-  for (const Shapes& shapes : {Shapes{{1, 1}}, Shapes{{5, 7}, {3, 2}, {1, 4}}, Shapes{{8, 8}, {4, 4}, {2, 2}, {1, 1}}}) {
+  for (const Shapes& shapes :
+       {Shapes{{1, 1}}, Shapes{{5, 7}, {3, 2}, {1, 4}}, Shapes{{8, 8}, {4, 4}, {2, 2}, {1, 1}}}) {
     SCOPED_TRACE(::testing::Message() << "levels=" << shapes.size() << " C=" << channels << " nH=" << heads
                                       << " P=" << points);
     Case k(2, heads, channels, 5, points, shapes, 100 + static_cast<uint32_t>(channels));
@@ -188,8 +189,8 @@ TEST(MsDeformAttn, Int32IndicesGiveTheSameResult) {
       ga(k.attn.view.sizes());
   ms_deform_attn(k.value.view, shapes32.view, k.level_start_index.view, k.loc.view, k.attn.view, out.view);
   EXPECT_EQ(out.storage, r64.out.storage);
-  ms_deform_attn_backward(k.value.view, k.spatial_shapes.view, starts32.view, k.loc.view, k.attn.view,
-                          k.grad_out.view, gv.view, gl.view, ga.view);
+  ms_deform_attn_backward(k.value.view, k.spatial_shapes.view, starts32.view, k.loc.view, k.attn.view, k.grad_out.view,
+                          gv.view, gl.view, ga.view);
   EXPECT_EQ(gv.storage, r64.grad_value.storage);
   EXPECT_EQ(gl.storage, r64.grad_loc.storage);
   EXPECT_EQ(ga.storage, r64.grad_attn.storage);
@@ -304,7 +305,8 @@ TEST(MsDeformAttn, EmptyProblemsGiveZeroFilledOutputs) {
   for (double v : r.out.storage) EXPECT_EQ(v, 0.0);
 }
 
-// ---- validation: every rule of docs/operators.md (Multi-scale deformable attention) plus the consistency checks the NPU leaves out ----------------
+// ---- validation: every rule of docs/operators.md (Multi-scale deformable attention) plus the consistency checks the
+// NPU leaves out ----------------
 
 struct Bad {
   OwnedTensor<float> value{{2, 20, 3, 4}}, loc{{2, 5, 3, 2, 2, 2}}, attn{{2, 5, 3, 2, 2}}, go{{2, 5, 12}};
@@ -361,10 +363,16 @@ TEST(MsDeformAttnErrors, Ranks) {
   b.go = OwnedTensor<float>({2, 5, 3, 4});
   expect_error([&] { b.backward(); }, ErrorKind::kInvalidArgument,
                "ms_deform_attn_backward(): expected grad_output to be 3-D, but got 4-D");
-  expect_error([&] { ms_deform_attn_output_shape({2, 20, 12}, {2, 5, 3, 2, 2, 2}); }, ErrorKind::kInvalidArgument,
-               "ms_deform_attn(): expected value to be 4-D");
-  expect_error([&] { ms_deform_attn_output_shape({2, 20, 3, 4}, {2, 5, 3, 2, 2}); }, ErrorKind::kInvalidArgument,
-               "ms_deform_attn(): expected sampling_locations to be 6-D");
+  expect_error(
+      [&] {
+        ms_deform_attn_output_shape({2, 20, 12}, {2, 5, 3, 2, 2, 2});
+      },
+      ErrorKind::kInvalidArgument, "ms_deform_attn(): expected value to be 4-D");
+  expect_error(
+      [&] {
+        ms_deform_attn_output_shape({2, 20, 3, 4}, {2, 5, 3, 2, 2});
+      },
+      ErrorKind::kInvalidArgument, "ms_deform_attn(): expected sampling_locations to be 6-D");
 }
 
 TEST(MsDeformAttnErrors, ConsistentSizes) {
@@ -386,12 +394,14 @@ TEST(MsDeformAttnErrors, ConsistentSizes) {
   b.expect_both(ErrorKind::kInvalidArgument, "but got (2, 5, 3, 2, 3)");
   b = Bad();
   b.starts = OwnedTensor<int64_t>({3});
-  b.expect_both(ErrorKind::kInvalidArgument,
-                "expected level_start_index of shape (L,) = (2,) (one entry per level of spatial_shapes), but got (3,)");
+  b.expect_both(
+      ErrorKind::kInvalidArgument,
+      "expected level_start_index of shape (L,) = (2,) (one entry per level of spatial_shapes), but got (3,)");
   b = Bad();
   b.go = OwnedTensor<float>({2, 5, 13});
-  expect_error([&] { b.backward(); }, ErrorKind::kInvalidArgument,
-               "ms_deform_attn_backward(): expected grad_output of shape (bs, Q, nH*C) = (2, 5, 12), but got (2, 5, 13)");
+  expect_error(
+      [&] { b.backward(); }, ErrorKind::kInvalidArgument,
+      "ms_deform_attn_backward(): expected grad_output of shape (bs, Q, nH*C) = (2, 5, 12), but got (2, 5, 13)");
   b.go = OwnedTensor<float>({2, 4, 12});
   expect_error([&] { b.backward(); }, ErrorKind::kInvalidArgument, "but got (2, 4, 12)");
 }
@@ -419,8 +429,9 @@ TEST(MsDeformAttnErrors, LevelTable) {
 TEST(MsDeformAttnErrors, Dtypes) {
   Bad b;
   OwnedTensor<int32_t> value_int({2, 20, 3, 4});
-  expect_error([&] { ms_deform_attn(value_int.view, b.shapes.view, b.starts.view, b.loc.view, b.attn.view, b.out.view); },
-               ErrorKind::kType, "ms_deform_attn(): expected value to be float16, bfloat16, float32 or float64, but got int32");
+  expect_error(
+      [&] { ms_deform_attn(value_int.view, b.shapes.view, b.starts.view, b.loc.view, b.attn.view, b.out.view); },
+      ErrorKind::kType, "ms_deform_attn(): expected value to be float16, bfloat16, float32 or float64, but got int32");
   Bad d;
   OwnedTensor<double> loc64({2, 5, 3, 2, 2, 2}), attn64({2, 5, 3, 2, 2}), go64({2, 5, 12});
   d.loc.view = loc64.view;
@@ -449,7 +460,8 @@ TEST(MsDeformAttnErrors, OutputShapesAndDtypes) {
   OwnedTensor<double> out64({2, 5, 12}), gv64({2, 20, 3, 4});
   b = Bad();
   b.out.view = out64.view;
-  expect_error([&] { b.forward(); }, ErrorKind::kType, "expected output to have the dtype of value (float32), but got float64");
+  expect_error([&] { b.forward(); }, ErrorKind::kType,
+               "expected output to have the dtype of value (float32), but got float64");
   b = Bad();
   b.gv = OwnedTensor<float>({2, 20, 3, 5});
   expect_error([&] { b.backward(); }, ErrorKind::kInvalidArgument,

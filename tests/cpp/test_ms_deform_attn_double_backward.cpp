@@ -15,8 +15,8 @@
 namespace spatialgrad {
 namespace {
 
-using testing::OwnedTensor;
 using testing::expect_error;
+using testing::OwnedTensor;
 using testing::random_tensor;
 
 template <class T>
@@ -27,8 +27,7 @@ struct Deform {
 
   Deform(int64_t bs_, int64_t heads_, int64_t channels_, int64_t queries_, int64_t points_,
          const std::vector<std::pair<int64_t, int64_t>>& sizes, uint32_t seed)
-      : bs(bs_), heads(heads_), channels(channels_), queries(queries_), levels(int64_t(sizes.size())),
-        points(points_) {
+      : bs(bs_), heads(heads_), channels(channels_), queries(queries_), levels(int64_t(sizes.size())), points(points_) {
     shapes = OwnedTensor<int64_t>({levels, 2});
     starts = OwnedTensor<int64_t>({levels});
     for (int64_t l = 0; l < levels; ++l) {

@@ -13,12 +13,12 @@
 namespace spatialgrad {
 
 struct AvgPool2dParams {
-  std::vector<int64_t> kernel_size;     // 1 entry (both dims) or 2 (kH, kW); each > 0
-  std::vector<int64_t> stride;          // empty = kernel_size; 1 entry (both) or 2 (sH, sW); each > 0
-  std::vector<int64_t> padding{0};      // 1 entry (both) or 2 (pH, pW); 0 <= p <= k / 2
+  std::vector<int64_t> kernel_size;  // 1 entry (both dims) or 2 (kH, kW); each > 0
+  std::vector<int64_t> stride;       // empty = kernel_size; 1 entry (both) or 2 (sH, sW); each > 0
+  std::vector<int64_t> padding{0};   // 1 entry (both) or 2 (pH, pW); 0 <= p <= k / 2
   bool ceil_mode = false;
-  bool count_include_pad = true;        // divide by the window clipped at the padded edge
-  int64_t divisor_override = 0;         // 0 = unset; any other value (negative too) divides every window
+  bool count_include_pad = true;  // divide by the window clipped at the padded edge
+  int64_t divisor_override = 0;   // 0 = unset; any other value (negative too) divides every window
 };
 
 // Output shape for an input shape ((C,H,W) or (N,C,H,W)); validates the parameters.

@@ -92,7 +92,8 @@ SPATIALGRAD_INLINE BFloat16 to_bfloat16(float f) {
   const uint32_t bits = detail::float_bits(f);
   const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;  // to nearest even; overflow gives Inf
   const uint32_t nan = (bits >> 16) | 0x40u;                              // quiet, top payload bits kept
-  return BFloat16{static_cast<uint16_t>(detail::select(detail::mask_if((bits & 0x7fffffffu) > 0x7f800000u), nan, rounded))};
+  return BFloat16{
+      static_cast<uint16_t>(detail::select(detail::mask_if((bits & 0x7fffffffu) > 0x7f800000u), nan, rounded))};
 }
 
 // The type a kernel computes and accumulates in for a storage type.
@@ -131,17 +132,29 @@ SPATIALGRAD_INLINE T store_as(Acc v) {
 template <class T>
 constexpr DType dtype_of();
 template <>
-constexpr DType dtype_of<Half>() { return DType::kFloat16; }
+constexpr DType dtype_of<Half>() {
+  return DType::kFloat16;
+}
 template <>
-constexpr DType dtype_of<BFloat16>() { return DType::kBFloat16; }
+constexpr DType dtype_of<BFloat16>() {
+  return DType::kBFloat16;
+}
 template <>
-constexpr DType dtype_of<float>() { return DType::kFloat32; }
+constexpr DType dtype_of<float>() {
+  return DType::kFloat32;
+}
 template <>
-constexpr DType dtype_of<double>() { return DType::kFloat64; }
+constexpr DType dtype_of<double>() {
+  return DType::kFloat64;
+}
 template <>
-constexpr DType dtype_of<int32_t>() { return DType::kInt32; }
+constexpr DType dtype_of<int32_t>() {
+  return DType::kInt32;
+}
 template <>
-constexpr DType dtype_of<int64_t>() { return DType::kInt64; }
+constexpr DType dtype_of<int64_t>() {
+  return DType::kInt64;
+}
 
 // Calls fn(T{}) with T the storage type of a floating dtype that has kernels; raises a
 // TypeError naming `op` and `arg` for any other dtype.
@@ -157,8 +170,8 @@ decltype(auto) dispatch_floating(DType dtype, const char* op, const char* arg, F
     case DType::kFloat64:
       return fn(double{});
     default:
-      detail::fail(ErrorKind::kType, op, "(): expected ", arg,
-                   " to be float16, bfloat16, float32 or float64, but got ", dtype_name(dtype));
+      detail::fail(ErrorKind::kType, op, "(): expected ", arg, " to be float16, bfloat16, float32 or float64, but got ",
+                   dtype_name(dtype));
   }
 }
 

@@ -45,14 +45,13 @@ template <class... Parts>
 }  // namespace spatialgrad
 
 // SG_CHECK(cond, "op(): expected x to be 4-D, but got ", ndim) throws a ValueError-kind error.
-#define SG_CHECK(cond, ...)                                                               \
-  do {                                                                                    \
-    if (!(cond)) ::spatialgrad::detail::fail(::spatialgrad::ErrorKind::kInvalidArgument, \
-                                             __VA_ARGS__);                                \
+#define SG_CHECK(cond, ...)                                                                            \
+  do {                                                                                                 \
+    if (!(cond)) ::spatialgrad::detail::fail(::spatialgrad::ErrorKind::kInvalidArgument, __VA_ARGS__); \
   } while (0)
 
 // Same, with an explicit ErrorKind (kType, kIndex, kOverflow, ...).
-#define SG_CHECK_KIND(cond, kind, ...)                                               \
-  do {                                                                               \
+#define SG_CHECK_KIND(cond, kind, ...)                                                     \
+  do {                                                                                     \
     if (!(cond)) ::spatialgrad::detail::fail(::spatialgrad::ErrorKind::kind, __VA_ARGS__); \
   } while (0)

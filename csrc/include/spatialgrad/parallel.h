@@ -86,7 +86,10 @@ constexpr int64_t kChunksPerThread = 4;
 class ChunkQueue {
  public:
   ChunkQueue(int64_t begin, int64_t end, int64_t chunk, int regions)
-      : begin_(begin), end_(end), chunk_(std::max<int64_t>(chunk, 1)), regions_(std::max(regions, 1)),
+      : begin_(begin),
+        end_(end),
+        chunk_(std::max<int64_t>(chunk, 1)),
+        regions_(std::max(regions, 1)),
         region_(new Region[static_cast<size_t>(regions_)]) {
     const int64_t chunks = (end - begin + chunk_ - 1) / chunk_;
     for (int r = 0; r < regions_; ++r) {

@@ -33,9 +33,8 @@ void roi_align(const TensorView& input, const TensorView& boxes, const TensorVie
 
 // grad_input (B, C, H, W) = d(sum(grad_output * roi_align(input))) / d(input), with
 // input_shape = (B, C, H, W) (aclnn's inputShape) and grad_output (K, C, pooled_height, pooled_width).
-void roi_align_backward(const TensorView& grad_output, const TensorView& boxes,
-                        const std::vector<int64_t>& input_shape, const TensorView& grad_input,
-                        const RoiAlignParams& params);
+void roi_align_backward(const TensorView& grad_output, const TensorView& boxes, const std::vector<int64_t>& input_shape,
+                        const TensorView& grad_input, const RoiAlignParams& params);
 
 // Raises exactly what roi_align_backward would for these arguments (shapes, parameters, dtypes),
 // without reading or writing data (the batch indices in boxes are checked when it runs): the aclnn

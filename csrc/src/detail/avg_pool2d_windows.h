@@ -69,7 +69,10 @@ template <class Acc>
 class StridedBoxSum {
  public:
   StridedBoxSum(int64_t n_in, int64_t n_out, int64_t k, int64_t s, int64_t pad)
-      : n_out_(n_out), k_(k), s_(s), phase_len_(n_out + (k - 1) / s),
+      : n_out_(n_out),
+        k_(k),
+        s_(s),
+        phase_len_(n_out + (k - 1) / s),
         padded_(static_cast<size_t>(std::max((n_out - 1) * s + k, pad + n_in)), Acc(0)),
         phases_(s == 1 ? 0 : static_cast<size_t>(std::min(s, k) * phase_len_)),
         input_(padded_.data() + pad) {}

@@ -1,5 +1,7 @@
 #include "block_cache.h"
 
+#include <pthread.h>
+
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -7,8 +9,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <pthread.h>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -47,9 +47,7 @@ class Cache {
  public:
   // A fork while another thread holds the lock would leave it held for ever in the child: fork waits
   // for the lock, and both processes release it.
-  Cache() : limit_(limit_from_environment()) {
-    pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_after_fork);
-  }
+  Cache() : limit_(limit_from_environment()) { pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_after_fork); }
 
   void* acquire(size_t bytes) {
     {

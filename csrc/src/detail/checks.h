@@ -33,8 +33,8 @@ inline void check_shape(const char* op, const char* name, const TensorView& t, c
 // Multiplies sizes with overflow checks (OverflowError-kind on overflow).
 inline int64_t checked_mul(const char* op, int64_t a, int64_t b) {
   int64_t out;
-  SG_CHECK_KIND(!__builtin_mul_overflow(a, b, &out), kOverflow, op, "(): expected sizes whose product fits in int64, but got ",
-                a, " * ", b);
+  SG_CHECK_KIND(!__builtin_mul_overflow(a, b, &out), kOverflow, op,
+                "(): expected sizes whose product fits in int64, but got ", a, " * ", b);
   return out;
 }
 

@@ -1,10 +1,10 @@
 #include "convert.h"
 
-#include "cpu.h"
-#include "simd.h"
-
 #include <algorithm>
 #include <atomic>
+
+#include "cpu.h"
+#include "simd.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(SPATIALGRAD_NO_SIMD_CLONES)
 #include <immintrin.h>
@@ -168,8 +168,8 @@ __attribute__((target("avx"), always_inline)) inline __m256 row_term(__m256 weig
 // registers: acc[i] = w[0] * x0 + w[1] * x1 + ... when kWeighted, else ((0 + x0) + x1) + ..., where xk
 // is rows[k][i] widened.
 template <int kRows, bool kWeighted>
-__attribute__((target("avx,f16c"))) void row_sum_f16c(const Half* const* rows, const float* w, int64_t count,
-                                                     int64_t n, float* acc) {
+__attribute__((target("avx,f16c"))) void row_sum_f16c(const Half* const* rows, const float* w, int64_t count, int64_t n,
+                                                      float* acc) {
   const Half* r[4];
   __m256 wk[4] = {};
   if constexpr (kRows > 0) {
@@ -233,15 +233,14 @@ const bool kHasAvx512Bf16 = cpu_features().avx512bf16 && cpu_features().avx512vl
 // subnormals as zero: lanes holding one (rare) are redone with to_bfloat16's integer rounding.
 template <class Src>
 __attribute__((target("avx512f,avx512vl,avx512bw,avx512bf16"))) void narrow_bf16_avx512(const Src src, int64_t n,
-                                                                                         BFloat16* dst) {
+                                                                                        BFloat16* dst) {
   int64_t i = 0;
   const __m512i exponent = _mm512_set1_epi32(0x7f800000), magnitude = _mm512_set1_epi32(0x7fffffff);
   for (; i + 16 <= n; i += 16) {
     const __m512 f = src.load16(i);
     __m256i out = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(f));
     const __m512i bits = _mm512_castps_si512(f);
-    const __mmask16 subnormal =
-        _mm512_testn_epi32_mask(bits, exponent) & _mm512_test_epi32_mask(bits, magnitude);
+    const __mmask16 subnormal = _mm512_testn_epi32_mask(bits, exponent) & _mm512_test_epi32_mask(bits, magnitude);
     if (subnormal) {
       // (The maskz forms: GCC 12 warns about the undefined source operand of the plain ones.)
       const __m512i lsb = _mm512_and_si512(_mm512_maskz_srli_epi32(subnormal, bits, 16), _mm512_set1_epi32(1));

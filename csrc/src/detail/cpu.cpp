@@ -25,8 +25,8 @@ CpuFeatures detect() {
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
   const bool osxsave = bit(ecx, 27);
   const uint64_t states = osxsave ? enabled_register_states() : 0;
-  const bool ymm = (states & 0x6) == 0x6;     // XMM and YMM
-  const bool zmm = (states & 0xe6) == 0xe6;   // and opmask, ZMM_Hi256, Hi16_ZMM
+  const bool ymm = (states & 0x6) == 0x6;    // XMM and YMM
+  const bool zmm = (states & 0xe6) == 0xe6;  // and opmask, ZMM_Hi256, Hi16_ZMM
   f.avx = ymm && bit(ecx, 28);
   f.f16c = f.avx && bit(ecx, 29);
   if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {

@@ -1,18 +1,18 @@
-// Grid-sampler coordinate math shared by the forward and the backward (docs/operators.md, Grid sampling). Every helper returns
-// the coordinate together with its derivative with respect to its argument.
+// Grid-sampler coordinate math shared by the forward and the backward (docs/operators.md, Grid sampling). Every helper
+// returns the coordinate together with its derivative with respect to its argument.
 //
 // NaN and infinite grid values never reach an integer conversion: callers test bounds in floating
 // point first. As in PyTorch's CPU kernel, border and reflection padding map NaN (and reflection maps
 // +-Inf) to coordinate 0; zeros padding keeps NaN, whose corners are then all out of bounds.
 #pragma once
 
-#include "spatialgrad/grid_sampler_2d.h"  // GridSamplerPadding
-
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
+
+#include "spatialgrad/grid_sampler_2d.h"  // GridSamplerPadding
 
 namespace spatialgrad::detail {
 
@@ -70,7 +70,6 @@ inline CoordGrad<Acc> reflect(Acc ix, int64_t size, bool align_corners) {
   if (r <= span) return {r + low, sign};
   return {(2 * span - r) + low, -sign};
 }
-
 
 // Padding applied to an unnormalised coordinate (also to each bicubic tap): its value and derivative.
 template <class Acc>

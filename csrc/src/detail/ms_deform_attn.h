@@ -1,5 +1,5 @@
-// The bilinear sampling point of multi-scale deformable attention (docs/operators.md, Multi-scale deformable attention), shared by the forward
-// and the backward so both see exactly the same corners and weights.
+// The bilinear sampling point of multi-scale deformable attention (docs/operators.md, Multi-scale deformable
+// attention), shared by the forward and the backward so both see exactly the same corners and weights.
 #pragma once
 
 #include <cmath>

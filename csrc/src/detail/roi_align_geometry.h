@@ -1,8 +1,8 @@
-// RoIAlign sample geometry (docs/operators.md, RoIAlign), shared by the forward and the backward: for every ROI, bin and
-// axis, the bilinear taps of the samples that contribute, computed once per call. A sample (iy, ix)
-// contributes iff its y tap and its x tap both exist, with corner weights (products of the axis
-// weights) w1 = hy*hx at (y.lo, x.lo), w2 = hy*lx at (y.lo, x.hi), w3 = ly*hx at (y.hi, x.lo),
-// w4 = ly*lx at (y.hi, x.hi): the separable form of the bilinear rule.
+// RoIAlign sample geometry (docs/operators.md, RoIAlign), shared by the forward and the backward: for every ROI, bin
+// and axis, the bilinear taps of the samples that contribute, computed once per call. A sample (iy, ix) contributes iff
+// its y tap and its x tap both exist, with corner weights (products of the axis weights) w1 = hy*hx at (y.lo, x.lo), w2
+// = hy*lx at (y.lo, x.hi), w3 = ly*hx at (y.hi, x.lo), w4 = ly*lx at (y.hi, x.hi): the separable form of the bilinear
+// rule.
 //
 // Coordinates are computed in the accumulation type with torchvision's operation order (torchvision
 // computes in the input dtype), so float32 sample positions and adaptive sample counts match it.
@@ -87,8 +87,8 @@ inline void candidate_samples(const RoiAxis<Acc>& axis, Acc base, int64_t size, 
     const double eps = std::numeric_limits<Acc>::epsilon();
     // Beyond 1024 sample spacings of rounding error (coordinates ~1e9 and up in float32) samples
     // further out are not looked at.
-    const double slack = std::min(2.0 + 8.0 * eps * (std::fabs(b) + static_cast<double>(size) + 2.0) / std::fabs(step),
-                                  1024.0);
+    const double slack =
+        std::min(2.0 + 8.0 * eps * (std::fabs(b) + static_cast<double>(size) + 2.0) / std::fabs(step), 1024.0);
     from = std::ceil(from - slack);
     to = std::floor(to + slack);
     if (from > lo) lo = from;  // comparisons leave lo/hi unchanged for NaN
@@ -150,7 +150,7 @@ inline void append_taps(const RoiAxis<Acc>& axis, int64_t p, int64_t size, std::
 // sample points (work: each is read for every channel). Real models stay far below them (512 ROIs, 7x7
 // bins, 800-pixel boxes: ~4e5 taps, ~3e8 points); a sampling_ratio in the millions reaches them (so
 // does a zero-size bin, whose samples all sit at one place), where torchvision would loop for hours.
-constexpr double kMaxTapsPerAxis = 16777216.0;     // 2^24
+constexpr double kMaxTapsPerAxis = 16777216.0;      // 2^24
 constexpr double kMaxSamplePoints = 68719476736.0;  // 2^36
 
 // Candidate samples of all bins of one axis of a ROI (an upper bound of its taps), counted before any
@@ -197,10 +197,11 @@ RoiTable<Acc> build_roi_table(const char* op, const TensorView& boxes, const std
     planned_points += ny_planned * nx_planned;
     SG_CHECK(planned_y <= kMaxTapsPerAxis && planned_x <= kMaxTapsPerAxis && planned_points <= kMaxSamplePoints, op,
              "(): expected a sampling grid of at most 2^24 samples per axis and 2^36 sample points over all ROIs, "
-             "but sampling_ratio ", params.sampling_ratio, " gives ", planned_y, " x ", planned_x, " (",
-             planned_points, " points) by ROI ", k, "; use a smaller sampling_ratio");
-    table.count[static_cast<size_t>(k)] =
-        static_cast<Acc>(std::min(std::max(y.grid * x.grid, 1.0), static_cast<double>(std::numeric_limits<Acc>::max())));
+             "but sampling_ratio ",
+             params.sampling_ratio, " gives ", planned_y, " x ", planned_x, " (", planned_points, " points) by ROI ", k,
+             "; use a smaller sampling_ratio");
+    table.count[static_cast<size_t>(k)] = static_cast<Acc>(
+        std::min(std::max(y.grid * x.grid, 1.0), static_cast<double>(std::numeric_limits<Acc>::max())));
     int64_t row_lo = height, row_hi = -1, col_lo = width, col_hi = -1;
     const size_t y_before = table.y_taps.size(), x_before = table.x_taps.size();
     for (int64_t ph = 0; ph < ph_count; ++ph) {

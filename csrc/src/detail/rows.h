@@ -106,7 +106,8 @@ SPATIALGRAD_INLINE void sum_group(Acc* acc, const T* const* rows, const Acc* w, 
 }
 
 template <bool kFirst, bool kUnit, class T, class Acc>
-SPATIALGRAD_INLINE void sum_group_of(int64_t m, Acc* acc, const T* const* rows, const Acc* w, int64_t stride, int64_t n) {
+SPATIALGRAD_INLINE void sum_group_of(int64_t m, Acc* acc, const T* const* rows, const Acc* w, int64_t stride,
+                                     int64_t n) {
   switch (m) {
     case 1:
       return sum_group<1, kFirst, kUnit>(acc, rows, w, stride, n);
