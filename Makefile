@@ -6,7 +6,7 @@ JOBS    ?= 2
 CMAKE   := cmake
 ROOT    := $(CURDIR)
 
-.PHONY: all bootstrap install cpp-test python-test test asan-test clang-test fuzz demo examples bench clean
+.PHONY: all bootstrap install cpp-test python-test test asan-test clang-test fuzz lint demo examples bench clean
 
 all: test
 
@@ -55,6 +55,11 @@ fuzz: bootstrap
 	corpus=$$(mktemp -d) && cp tests/fuzz/corpus/* $$corpus/ && \
 	  SPATIALGRAD_NUM_THREADS=2 $(BUILD)/fuzz/aclnn_fuzz -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
 	  -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ $$corpus; status=$$?; rm -rf $$corpus; exit $$status
+
+# The kernel-vocabulary rules: SIMD only in csrc/src/detail/, functions in csrc/src <= 80 lines, nesting <= 5.
+lint: bootstrap
+	$(CMAKE) -S . -B $(BUILD)/lint -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DSPATIALGRAD_BUILD_ACLNN=OFF > /dev/null
+	scripts/lint.sh $(BUILD)/lint
 
 # The quick start, then a tiny detector trained with all five operators (gradients checked against torch).
 demo: install

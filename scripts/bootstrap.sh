@@ -10,7 +10,7 @@ packages=(
   python3 python3-dev python3-venv python3-pip python3-setuptools python3-wheel
   python3-numpy python3-pytest pybind11-dev
   libgtest-dev libbenchmark-dev
-  clang-14 libclang-rt-14-dev
+  clang-14 libclang-rt-14-dev clang-tidy
   python3-hypothesis
   python3-torch python3-torchvision python3-matplotlib
   python3-nbclient python3-nbformat python3-ipykernel
