@@ -310,6 +310,34 @@ void check_arguments(const TensorView& gg_input, const TensorView& gg_grid, cons
   dispatch_floating(grad_output.dtype(), kOp, "grad_output", [](auto) {});
 }
 
+// The validated operator in float32/float64 (half precision arrives here staged to float32).
+template <typename T>
+void run_validated(const TensorView& gg_input, const TensorView& gg_grid, const TensorView& grad_output,
+                   const TensorView& input, const TensorView& grid, const TensorView& d_grad_output,
+                   const TensorView& d_input, const TensorView& d_grid, const GridSampler2dParams& params,
+                   const std::vector<bool>& mask) {
+  const bool want_go = mask[0] && !d_grad_output.is_empty();
+  const bool want_input = mask[1] && !d_input.is_empty();
+  const bool want_grid = mask[2] && !d_grid.is_empty();
+  Problem<T> pb{input.size(0),
+                input.size(1),
+                input.size(2),
+                input.size(3),
+                grid.size(1),
+                grid.size(2),
+                params,
+                view4<const T>(gg_input),
+                view4<const T>(gg_grid),
+                view4<const T>(grad_output),
+                view4<const T>(input),
+                view4<const T>(grid),
+                want_go ? view4<T>(d_grad_output) : View4<T>{},
+                want_input ? view4<T>(d_input) : View4<T>{},
+                want_grid ? view4<T>(d_grid) : View4<T>{}};
+  if (want_go || want_grid) run_point_pass(pb);
+  if (want_input) run_plane_pass(pb);
+}
+
 // float16/bfloat16: every operand widened once to float32, the float32 kernel, every output rounded once.
 void run_staged(const TensorView& gg_input, const TensorView& gg_grid, const TensorView& grad_output,
                 const TensorView& input, const TensorView& grid, const TensorView& d_grad_output,
@@ -322,8 +350,8 @@ void run_staged(const TensorView& gg_input, const TensorView& gg_grid, const Ten
                      s_in = in_copy(input), s_grid = in_copy(grid);
   const FloatStaging s_dgo = out_like(d_grad_output, mask[0]), s_din = out_like(d_input, mask[1]),
                      s_dgrid = out_like(d_grid, mask[2]);
-  grid_sampler_2d_double_backward(s_ggi.view(), s_ggg.view(), s_go.view(), s_in.view(), s_grid.view(), s_dgo.view(),
-                                  s_din.view(), s_dgrid.view(), params, mask);
+  run_validated<float>(s_ggi.view(), s_ggg.view(), s_go.view(), s_in.view(), s_grid.view(), s_dgo.view(), s_din.view(),
+                       s_dgrid.view(), params, mask);
   if (mask[0]) s_dgo.narrow_into(d_grad_output);
   if (mask[1]) s_din.narrow_into(d_input);
   if (mask[2]) s_dgrid.narrow_into(d_grid);
@@ -348,23 +376,8 @@ void grid_sampler_2d_double_backward(const TensorView& grad_grad_input, const Te
       run_staged(grad_grad_input, grad_grad_grid, grad_output, input, grid, d_grad_output, d_input, d_grid, params,
                  output_mask);
     } else {
-      Problem<T> pb{input.size(0),
-                    input.size(1),
-                    input.size(2),
-                    input.size(3),
-                    grid.size(1),
-                    grid.size(2),
-                    params,
-                    view4<const T>(grad_grad_input),
-                    view4<const T>(grad_grad_grid),
-                    view4<const T>(grad_output),
-                    view4<const T>(input),
-                    view4<const T>(grid),
-                    want_go ? view4<T>(d_grad_output) : View4<T>{},
-                    want_input ? view4<T>(d_input) : View4<T>{},
-                    want_grid ? view4<T>(d_grid) : View4<T>{}};
-      if (want_go || want_grid) run_point_pass(pb);
-      if (want_input) run_plane_pass(pb);
+      run_validated<T>(grad_grad_input, grad_grad_grid, grad_output, input, grid, d_grad_output, d_input, d_grid,
+                       params, output_mask);
     }
   });
 }

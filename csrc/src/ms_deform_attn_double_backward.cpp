@@ -253,11 +253,31 @@ DeformProblem check_arguments(const TensorView& value, const TensorView& spatial
   return pb;
 }
 
+// The validated operator in float32/float64 (half precision arrives here staged to float32).
+template <typename T>
+void run_validated(const DeformProblem& shape, const TensorView& value, const TensorView& loc, const TensorView& attn,
+                   const TensorView& grad_output, const TensorView& gg_value, const TensorView& gg_loc,
+                   const TensorView& gg_attn, const TensorView& d_value, const TensorView& d_loc,
+                   const TensorView& d_attn, const TensorView& d_grad_output) {
+  Problem<T> pb{shape,
+                Strided<const T, 4>(value),
+                Strided<const T, 4>(gg_value),
+                Strided<const T, 6>(loc),
+                Strided<const T, 6>(gg_loc),
+                Strided<const T, 5>(attn),
+                Strided<const T, 5>(gg_attn),
+                Strided<const T, 3>(grad_output),
+                Strided<T, 4>(d_value),
+                Strided<T, 6>(d_loc),
+                Strided<T, 5>(d_attn),
+                Strided<T, 3>(d_grad_output)};
+  run(pb);
+}
+
 // float16/bfloat16: every operand widened once to float32, the float32 kernel, every output rounded once.
-void run_staged(const TensorView& value, const TensorView& spatial_shapes, const TensorView& level_start_index,
-                const TensorView& loc, const TensorView& attn, const TensorView& grad_output,
-                const TensorView& gg_value, const TensorView& gg_loc, const TensorView& gg_attn,
-                const TensorView& d_value, const TensorView& d_loc, const TensorView& d_attn,
+void run_staged(const DeformProblem& shape, const TensorView& value, const TensorView& loc, const TensorView& attn,
+                const TensorView& grad_output, const TensorView& gg_value, const TensorView& gg_loc,
+                const TensorView& gg_attn, const TensorView& d_value, const TensorView& d_loc, const TensorView& d_attn,
                 const TensorView& d_grad_output) {
   using detail::FloatStaging;
   const auto in = [](const TensorView& t) { return is_absent(t) ? FloatStaging() : FloatStaging::copy_of(t); };
@@ -265,9 +285,8 @@ void run_staged(const TensorView& value, const TensorView& spatial_shapes, const
                      s_ggv = in(gg_value), s_ggl = in(gg_loc), s_gga = in(gg_attn);
   const FloatStaging s_dv = FloatStaging::like(d_value), s_dl = FloatStaging::like(d_loc),
                      s_da = FloatStaging::like(d_attn), s_dgo = FloatStaging::like(d_grad_output);
-  ms_deform_attn_double_backward(s_value.view(), spatial_shapes, level_start_index, s_loc.view(), s_attn.view(),
-                                 s_go.view(), s_ggv.view(), s_ggl.view(), s_gga.view(), s_dv.view(), s_dl.view(),
-                                 s_da.view(), s_dgo.view());
+  run_validated<float>(shape, s_value.view(), s_loc.view(), s_attn.view(), s_go.view(), s_ggv.view(), s_ggl.view(),
+                       s_gga.view(), s_dv.view(), s_dl.view(), s_da.view(), s_dgo.view());
   s_dv.narrow_into(d_value);
   s_dl.narrow_into(d_loc);
   s_da.narrow_into(d_attn);
@@ -296,23 +315,13 @@ void ms_deform_attn_double_backward(const TensorView& value, const TensorView& s
   dispatch_floating(value.dtype(), kOp, "value", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (detail::kIsHalfType<T>) {
-      run_staged(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, grad_output,
-                 grad_grad_value, grad_grad_sampling_locations, grad_grad_attention_weights, d_value,
-                 d_sampling_locations, d_attention_weights, d_grad_output);
+      run_staged(shape, value, sampling_locations, attention_weights, grad_output, grad_grad_value,
+                 grad_grad_sampling_locations, grad_grad_attention_weights, d_value, d_sampling_locations,
+                 d_attention_weights, d_grad_output);
     } else {
-      Problem<T> pb{shape,
-                    Strided<const T, 4>(value),
-                    Strided<const T, 4>(grad_grad_value),
-                    Strided<const T, 6>(sampling_locations),
-                    Strided<const T, 6>(grad_grad_sampling_locations),
-                    Strided<const T, 5>(attention_weights),
-                    Strided<const T, 5>(grad_grad_attention_weights),
-                    Strided<const T, 3>(grad_output),
-                    Strided<T, 4>(d_value),
-                    Strided<T, 6>(d_sampling_locations),
-                    Strided<T, 5>(d_attention_weights),
-                    Strided<T, 3>(d_grad_output)};
-      run(pb);
+      run_validated<T>(shape, value, sampling_locations, attention_weights, grad_output, grad_grad_value,
+                       grad_grad_sampling_locations, grad_grad_attention_weights, d_value, d_sampling_locations,
+                       d_attention_weights, d_grad_output);
     }
   });
 }

@@ -352,6 +352,30 @@ void backward_kernel(const TensorView& grad_output, const TensorView& grad_input
                });
 }
 
+// The validated operators in float32/float64 (half precision arrives here staged to float32).
+template <typename T>
+void run_forward(const TensorView& input, const TensorView& boxes, const TensorView& output,
+                 const RoiAlignParams& params) {
+  const std::vector<int64_t> image = image_indices<T>(kForward, boxes, input.size(0));
+  if (output.is_empty()) return;
+  const auto table =
+      detail::build_roi_table<T>(kForward, boxes, image, input.size(0), input.size(2), input.size(3), params);
+  forward_kernel<T>(input, output, table);
+}
+
+template <typename T>
+void run_backward(const TensorView& grad_output, const TensorView& boxes, const std::vector<int64_t>& input_shape,
+                  const TensorView& grad_input, const RoiAlignParams& params) {
+  const std::vector<int64_t> image = image_indices<T>(kBackward, boxes, input_shape[0]);
+  if (grad_input.is_empty()) return;
+  // No ROI: nothing to scatter (and the kernel's per-thread bin scratch, pooled_h * pooled_w lanes, is
+  // bounded by grad_output only when there is at least one ROI).
+  if (grad_output.is_empty()) return fill_zeros(grad_input);
+  const auto table =
+      detail::build_roi_table<T>(kBackward, boxes, image, input_shape[0], input_shape[2], input_shape[3], params);
+  backward_kernel<T>(grad_output, grad_input, table);
+}
+
 }  // namespace
 
 std::vector<int64_t> roi_align_output_shape(const std::vector<int64_t>& input_shape,
@@ -375,18 +399,14 @@ void roi_align(const TensorView& input, const TensorView& boxes, const TensorVie
   detail::check_same_dtype(kForward, "output", output, "input", input);
   dispatch_floating(input.dtype(), kForward, "input", [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (detail::kIsHalfType<T>) {  // detail/float_staging.h
-      const auto staged_input = detail::FloatStaging::copy_of(input),
-                 staged_boxes = detail::FloatStaging::copy_of(boxes);
-      const auto staged_output = detail::FloatStaging::like(output);
-      roi_align(staged_input.view(), staged_boxes.view(), staged_output.view(), params);
+    if constexpr (detail::kIsHalfType<T>) {  // computed in float32 on staged copies: detail/float_staging.h
+      using detail::FloatStaging;
+      const auto staged_input = FloatStaging::copy_of(input), staged_boxes = FloatStaging::copy_of(boxes);
+      const auto staged_output = FloatStaging::like(output);
+      run_forward<float>(staged_input.view(), staged_boxes.view(), staged_output.view(), params);
       staged_output.narrow_into(output);
     } else {
-      const std::vector<int64_t> image = image_indices<T>(kForward, boxes, input.size(0));
-      if (output.is_empty()) return;
-      const auto table =
-          detail::build_roi_table<T>(kForward, boxes, image, input.size(0), input.size(2), input.size(3), params);
-      forward_kernel<T>(input, output, table);
+      run_forward<T>(input, boxes, output, params);
     }
   });
 }
@@ -426,21 +446,15 @@ void roi_align_backward(const TensorView& grad_output, const TensorView& boxes, 
   check_roi_align_backward(grad_output, boxes, input_shape, grad_input, params);
   dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (detail::kIsHalfType<T>) {  // detail/float_staging.h
+    if constexpr (detail::kIsHalfType<T>) {  // computed in float32 on staged copies: detail/float_staging.h
       using detail::FloatStaging;
       const auto staged_grad_output = FloatStaging::copy_of(grad_output), staged_boxes = FloatStaging::copy_of(boxes);
       const auto staged_grad_input = FloatStaging::like(grad_input);
-      roi_align_backward(staged_grad_output.view(), staged_boxes.view(), input_shape, staged_grad_input.view(), params);
+      run_backward<float>(staged_grad_output.view(), staged_boxes.view(), input_shape, staged_grad_input.view(),
+                          params);
       staged_grad_input.narrow_into(grad_input);
     } else {
-      const std::vector<int64_t> image = image_indices<T>(kBackward, boxes, input_shape[0]);
-      if (grad_input.is_empty()) return;
-      // No ROI: nothing to scatter (and the kernel's per-thread bin scratch, pooled_h * pooled_w lanes, is
-      // bounded by grad_output only when there is at least one ROI).
-      if (grad_output.is_empty()) return fill_zeros(grad_input);
-      const auto table =
-          detail::build_roi_table<T>(kBackward, boxes, image, input_shape[0], input_shape[2], input_shape[3], params);
-      backward_kernel<T>(grad_output, grad_input, table);
+      run_backward<T>(grad_output, boxes, input_shape, grad_input, params);
     }
   });
 }
