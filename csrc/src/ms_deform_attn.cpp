@@ -21,6 +21,12 @@ constexpr const char* kBackward = "ms_deform_attn_backward";
 constexpr int64_t kQueryBlock = 64;
 // Channel reductions keep this many independent partial sums (vectorisable, fixed order).
 constexpr int64_t kLanes = 8;
+// The cost model of the parallel split (grain_for, parallel.h), in multiply-adds: a sampling point costs
+// 4 taps per channel in the forward, and 4 taps reading value, 4 scattering grad_value and 4 forming the
+// location gradient in the backward; the per-point terms are its coordinate and weight arithmetic. The
+// backward also packs, zeroes and unpacks its slice (3 passes over rows * C values).
+constexpr int64_t kForwardCostPerChannel = 4, kForwardCostPerPoint = 16;
+constexpr int64_t kBackwardCostPerChannel = 12, kBackwardCostPerPoint = 32, kBackwardSlicePasses = 3;
 
 using detail::DeformLevel;
 
@@ -325,7 +331,8 @@ void forward_kernel(const Problem& pb, const TensorView& value, const TensorView
   const int64_t blocks = (Q + kQueryBlock - 1) / kQueryBlock;
   // Items are (b, h, query block), so the items of one thread share a packed value slice.
   const int64_t items = pb.batch * pb.heads * blocks;
-  const double work_per_item = static_cast<double>(std::min(Q, kQueryBlock)) * L * P * (4 * C + 16) + 1;
+  const double work_per_item =
+      static_cast<double>(std::min(Q, kQueryBlock)) * L * P * (kForwardCostPerChannel * C + kForwardCostPerPoint) + 1;
   // Scratch (and the packed slice) per thread, kept across its chunks.
   parallel_chunks(0, items, grain_for(work_per_item), 0, [&](ChunkQueue& queue) {
     std::vector<Acc> rows(static_cast<size_t>(layout.rows * C), Acc(0));      // borders stay zero
@@ -592,7 +599,8 @@ void backward_kernel(const Problem& pb, const TensorView& value, const TensorVie
   T* gv = grad_value.data<T>();
   int64_t gvs[4];
   for (int d = 0; d < 4; ++d) gvs[d] = grad_value.stride(d);
-  const double work_per_item = static_cast<double>(Q) * L * P * (12 * C + 32) + 3.0 * layout.rows * C + 1;
+  const double work_per_item = static_cast<double>(Q) * L * P * (kBackwardCostPerChannel * C + kBackwardCostPerPoint) +
+                               static_cast<double>(kBackwardSlicePasses) * layout.rows * C + 1;
   int64_t max_height = 0;
   for (const DeformLevel& level : pb.level_table) max_height = std::max(max_height, level.height);
   // One pair per chunk: few, long tasks, so a late thread's pairs go to the others (parallel.h).
