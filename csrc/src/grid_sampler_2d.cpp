@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "detail/checks.h"
-#include "detail/float_staging.h"
 #include "detail/grid_sampler_2d_checks.h"
 #include "detail/grid_sampler_2d_coords.h"
 #include "detail/grid_sampler_2d_tables.h"
+#include "detail/rows.h"
 #include "spatialgrad/parallel.h"
 
 namespace spatialgrad {
@@ -20,27 +20,83 @@ using namespace detail::grid_sampler;  // the tables: detail/grid_sampler_2d_tab
 
 constexpr const char* kForward = "grid_sampler_2d";
 constexpr const char* kBackward = "grid_sampler_2d_backward";
-// Input-gradient planes per backward task, at most.
-constexpr int64_t kMaxChannelBlock = 8;
+// ---- tiles ---------------------------------------------------------------------------------------------
+
+// A thread's tiles (grid_sampler_2d_tables.h): an input tile and an input-gradient tile of H * W + 1
+// pixels, a point tile of a table block, and the scratch of pack_lanes / unpack_lanes, all of
+// kTileLanes channels. Allocated once per thread and task loop.
+template <class T>
+struct Tiles {
+  using Acc = AccType<T>;
+  static constexpr int64_t kLanes = kTileLanes<Acc>;
+  const Context<T>& ctx;
+  std::vector<Acc> input, grad_input, points, scratch;
+
+  Tiles(const Context<T>& c, bool with_input, bool with_grad_input)
+      : ctx(c),
+        input(with_input ? static_cast<size_t>((c.H * c.W + 1) * kLanes) : 0),
+        grad_input(with_grad_input ? static_cast<size_t>((c.H * c.W + 1) * kLanes) : 0),
+        points(static_cast<size_t>(kBlock * kLanes)),
+        scratch(static_cast<size_t>(std::max(c.W, kBlock) * kLanes)) {}
+
+  // The input tile of channels [c, c + count) of batch n; its last pixel is zero.
+  void pack_input(int64_t n, int64_t c, int64_t count) {
+    const View4<const T>& in = ctx.input;
+    for (int64_t h = 0; h < ctx.H; ++h) {
+      detail::pack_lanes<kLanes>(in.plane(n, c) + h * in.s2, in.s1, count, in.s3, ctx.W, scratch.data(),
+                                 input.data() + h * ctx.W * kLanes);
+    }
+    std::fill(input.end() - kLanes, input.end(), Acc(0));
+  }
+  void zero_grad_input() { std::fill(grad_input.begin(), grad_input.end(), Acc(0)); }
+  // Writes the input-gradient tile to channels [c, c + count) of batch n of gi.
+  void unpack_grad_input(const View4<T>& gi, int64_t n, int64_t c, int64_t count) {
+    for (int64_t h = 0; h < ctx.H; ++h) {
+      detail::unpack_lanes<kLanes>(grad_input.data() + h * ctx.W * kLanes, ctx.W, count, scratch.data(),
+                                   gi.plane(n, c) + h * gi.s2, gi.s1, gi.s3);
+    }
+  }
+
+  // Calls fn(h, w, first, len) for the runs of points of block b along the rows of the point planes:
+  // points [first, first + len) of the block are (h, w), (h, w + 1), ...
+  template <class Fn>
+  void for_block_rows(int64_t b, Fn&& fn) const {
+    const int64_t begin = b * kBlock, end = ctx.block_end(b);
+    for (int64_t p = begin; p < end;) {
+      const int64_t h = p / ctx.Wo, w = p % ctx.Wo, len = std::min(end - p, ctx.Wo - w);
+      fn(h, w, p - begin, len);
+      p += len;
+    }
+  }
+  // The point tile of block b from channels [c, c + count) of batch n of the point planes (grad_output).
+  void pack_points(const View4<const T>& planes, int64_t n, int64_t c, int64_t count, int64_t b) {
+    for_block_rows(b, [&](int64_t h, int64_t w, int64_t first, int64_t len) {
+      detail::pack_lanes<kLanes>(planes.plane(n, c) + h * ctx.point_s2 + w * ctx.point_s3, planes.s1, count,
+                                 ctx.point_s3, len, scratch.data(), points.data() + first * kLanes);
+    });
+  }
+  // Writes the point tile of block b to channels [c, c + count) of batch n of the point planes (output).
+  void unpack_points(const View4<T>& planes, int64_t n, int64_t c, int64_t count, int64_t b) {
+    for_block_rows(b, [&](int64_t h, int64_t w, int64_t first, int64_t len) {
+      detail::unpack_lanes<kLanes>(points.data() + first * kLanes, len, count, scratch.data(),
+                                   planes.plane(n, c) + h * ctx.point_s2 + w * ctx.point_s3, planes.s1, ctx.point_s3);
+    });
+  }
+};
+
+// Calls fn(c, count) for the tiles of channels [c0, c1).
+template <class Acc, class Fn>
+void for_channel_tiles(int64_t c0, int64_t c1, Fn&& fn) {
+  for (int64_t c = c0; c < c1; c += kTileLanes<Acc>) fn(c, std::min(kTileLanes<Acc>, c1 - c));
+}
 
 // ---- drivers -----------------------------------------------------------------------------------------
 
-// Tables are grouped into runs of consecutive blocks of one batch. Kernels loop channels outside and
-// the run's points inside, so one input (or input-gradient) plane stays in L1 while the run's tables
-// stream from L2. A run has at most kMaxRunBlocks blocks, fewer when there are
-// too few runs to give every thread two.
+// Tables are grouped into runs of consecutive blocks of one batch. Kernels loop channel tiles outside
+// and the run's points inside, so one input (or input-gradient) tile stays in L2 while the run's
+// tables stream. A run has at most kMaxRunBlocks blocks, fewer when there are too few runs to give
+// every thread two.
 constexpr int64_t kMaxRunBlocks = 16;
-
-// Channels handled per table sweep (each table entry is loaded once per group).
-constexpr int kChannelGroup = 4;
-
-// Calls fn(std::integral_constant<int, G>{}, c) for the groups [c, c + G) that cover [c0, c1).
-template <class Fn>
-void for_channel_groups(int64_t c0, int64_t c1, Fn&& fn) {
-  int64_t c = c0;
-  for (; c + kChannelGroup <= c1; c += kChannelGroup) fn(std::integral_constant<int, kChannelGroup>{}, c);
-  for (; c < c1; ++c) fn(std::integral_constant<int, 1>{}, c);
-}
 
 struct Runs {
   int64_t blocks_per_run, per_batch, count;
@@ -54,22 +110,27 @@ Runs make_runs(const Context<T>& ctx, int64_t threads) {
   return {per_run, per_batch, ctx.N * per_batch};
 }
 
-// Forward: tasks are (batch, run, channel chunk); a task builds its run's tables once and loops its
-// channels over them. Channels are chunked only when there are too few runs for the threads.
+// Forward: tasks are (batch, run, channel chunk); a task builds its run's tables once and, per channel
+// tile, packs the input tile and sweeps the run's tables over it. Channels are chunked (in whole
+// tiles) only when there are too few runs for the threads.
 template <class T, class Table>
 void forward_kernel(const Context<T>& ctx, const View4<T>& out) {
-  const int64_t threads = get_num_threads();
+  using Acc = AccType<T>;
+  const int64_t threads = get_num_threads(), lanes = kTileLanes<Acc>;
   const Runs runs = make_runs(ctx, threads);
-  int64_t chunk = ctx.C;
-  if (runs.count < 2 * threads) chunk = std::max<int64_t>(1, ctx.C * runs.count / (2 * threads));
-  const int64_t chunks = (ctx.C + chunk - 1) / chunk;
-  const int64_t work =
-      std::max<int64_t>(1, std::min(ctx.points, kBlock * runs.blocks_per_run) * (chunk * Table::kCost + 10));
+  const int64_t tiles = (ctx.C + lanes - 1) / lanes;
+  int64_t chunk = tiles;
+  if (runs.count < 2 * threads) chunk = std::max<int64_t>(1, tiles * runs.count / (2 * threads));
+  const int64_t chunks = (tiles + chunk - 1) / chunk;
+  const int64_t points = std::min(ctx.points, kBlock * runs.blocks_per_run);
+  const int64_t work = std::max<int64_t>(1, chunk * (points * Table::kCost + ctx.H * ctx.W) + points * 10);
   parallel_for(0, runs.count * chunks, grain_for(work), [&](int64_t lo, int64_t hi) {
     std::unique_ptr<Table[]> tables = new_tables<Table>(runs.blocks_per_run);
+    Tiles<T> tile(ctx, true, false);
     int64_t built = -1, b0 = 0, b1 = 0, n = 0;
     for (int64_t task = lo; task < hi; ++task) {
-      const int64_t run = task / chunks, c0 = (task % chunks) * chunk, c1 = std::min(ctx.C, c0 + chunk);
+      const int64_t run = task / chunks, c0 = (task % chunks) * chunk * lanes;
+      const int64_t c1 = std::min(ctx.C, c0 + chunk * lanes);
       if (run != built) {
         n = run / runs.per_batch;
         b0 = (run % runs.per_batch) * runs.blocks_per_run;
@@ -77,50 +138,18 @@ void forward_kernel(const Context<T>& ctx, const View4<T>& out) {
         for (int64_t b = b0; b < b1; ++b) tables[b - b0].build(ctx, n, b, false);
         built = run;
       }
-      for_channel_groups(c0, c1, [&](auto group, int64_t c) {
-        const T* src = ctx.input.plane(n, c);
-        T* dst = out.plane(n, c);
+      for_channel_tiles<Acc>(c0, c1, [&](int64_t c, int64_t count) {
+        tile.pack_input(n, c, count);
         for (int64_t b = b0; b < b1; ++b) {
-          tables[b - b0].template forward<decltype(group)::value>(ctx, src, ctx.input.s1, dst, out.s1);
+          tables[b - b0].forward(tile.input.data(), ctx.W, tile.points.data());
+          tile.unpack_points(out, n, c, count, b);
         }
       });
     }
   });
 }
 
-// Input-gradient planes (n, c), (n, c + 1), ... as dense Acc planes step() apart: grad_input itself
-// when its planes are dense rows of W, else scratch planes that finish() copies out through the strides.
 template <class T>
-struct GradInputPlanes {
-  using Acc = AccType<T>;
-  View4<T> gi;
-  int64_t H, W;
-  bool direct;
-
-  GradInputPlanes(const TensorView& grad_input, int64_t H_, int64_t W_)
-      : gi(view4<T>(grad_input)),
-        H(H_),
-        W(W_),
-        direct(std::is_same_v<T, Acc> && gi.s3 == 1 && (gi.s2 == W_ || H_ == 1)) {}
-  int64_t step() const { return direct ? gi.s1 : H * W; }
-  std::vector<Acc> scratch() const { return std::vector<Acc>(direct ? 0 : static_cast<size_t>(kChannelGroup * H * W)); }
-  Acc* start(std::vector<Acc>& scratch, int64_t n, int64_t c, int count) const {
-    Acc* first = direct ? reinterpret_cast<Acc*>(gi.plane(n, c)) : scratch.data();
-    for (int k = 0; k < count; ++k) std::fill(first + k * step(), first + k * step() + H * W, Acc(0));
-    return first;
-  }
-  void finish(const Acc* first, int64_t n, int64_t c, int count) const {
-    if (direct) return;
-    for (int k = 0; k < count; ++k) {
-      const Acc* plane = first + k * H * W;
-      T* dst = gi.plane(n, c + k);
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t w = 0; w < W; ++w) dst[h * gi.s2 + w * gi.s3] = store_as<T>(plane[h * W + w]);
-    }
-  }
-};
-
-template <class T, class Table>
 void write_zero_grid_grad(const Context<T>& ctx, const View4<T>& gg) {
   for (int64_t n = 0; n < ctx.N; ++n)
     for (int64_t h = 0; h < ctx.Ho; ++h)
@@ -130,34 +159,34 @@ void write_zero_grid_grad(const Context<T>& ctx, const View4<T>& gg) {
       }
 }
 
-// Backward. Every written element is summed in one fixed order (grid gradient: channels in order;
-// input gradient: tables in block order, slots in table order), whatever the split, so results are
-// bitwise identical for any thread count and no atomics are needed:
+// Backward. Every written element is summed in one fixed order (grid gradient: channel tiles in order,
+// the lanes of a tile by sum_lanes; input gradient: tables in block order, slots in table order),
+// whatever the split, so results are bitwise identical for any thread count and no atomics are needed:
 //  - fused, when every thread gets at least two batches: a task owns whole batches and does both
-//    gradients in one sweep per channel (one read of grad_output and of the tables);
+//    gradients in one sweep per channel tile (one read of grad_output and of the tables);
 //  - otherwise two passes: (1) per (batch, run): build the tables and sum the grid gradient of their
-//    points; (2) per (batch, channel block): scatter every table of the batch into zeroed planes.
+//    points; (2) per (batch, channel tile): scatter every table of the batch into a zeroed tile.
 template <class T, class Table>
 struct Backward {
   using Acc = AccType<T>;
   const Context<T>& ctx;
   const View4<const T>& go;
-  const TensorView* grad_input;  // null: not wanted
-  const View4<T>* grad_grid;     // null: not wanted
-  bool with_grad;                // grid gradient wanted and not identically zero
+  const View4<T>* grad_input;  // null: not wanted
+  const View4<T>* grad_grid;   // null: not wanted
+  bool with_grad;              // grid gradient wanted and not identically zero
   int64_t threads;
 
   // The grid gradient of the blocks [b0, b1) of batch n, whose tables are `tables` (slots of ax, ay).
-  void sum_grid_grad(const Table* tables, int64_t n, int64_t b0, int64_t b1, Acc* ax, Acc* ay) const {
+  void sum_grid_grad(const Table* tables, Tiles<T>& tile, int64_t n, int64_t b0, int64_t b1, Acc* ax, Acc* ay) const {
     std::fill(ax, ax + 2 * kBlock * (b1 - b0), Acc(0));
     std::fill(ay, ay + 2 * kBlock * (b1 - b0), Acc(0));
-    for_channel_groups(0, ctx.C, [&](auto group, int64_t c) {
-      const T* src = ctx.input.plane(n, c);
-      const T* g = go.plane(n, c);
+    for_channel_tiles<Acc>(0, ctx.C, [&](int64_t c, int64_t count) {
+      tile.pack_input(n, c, count);
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t slots = 2 * kBlock * (b - b0);
-        tables[b - b0].template backward<false, true, decltype(group)::value>(ctx, src, ctx.input.s1, g, go.s1, nullptr,
-                                                                              0, ax + slots, ay + slots);
+        tile.pack_points(go, n, c, count, b);
+        tables[b - b0].template backward<false, true>(tile.input.data(), tile.points.data(), nullptr, ctx.W, ax + slots,
+                                                      ay + slots);
       }
     });
     write_grid_grad(tables, n, b0, b1, ax, ay);
@@ -170,34 +199,32 @@ struct Backward {
     }
   }
 
-  // Both gradients of batch n in one sweep per channel group (the fused split).
-  void fused_batch(Table* tables, const GradInputPlanes<T>& planes, std::vector<Acc>& scratch, int64_t n, Acc* ax,
-                   Acc* ay) const {
+  // Both gradients of batch n in one sweep per channel tile (the fused split).
+  void fused_batch(Table* tables, Tiles<T>& tile, int64_t n, Acc* ax, Acc* ay) const {
     for (int64_t b = 0; b < ctx.blocks; ++b) tables[b].build(ctx, n, b, true);
     std::fill(ax, ax + 2 * kBlock * ctx.blocks, Acc(0));
     std::fill(ay, ay + 2 * kBlock * ctx.blocks, Acc(0));
-    for_channel_groups(0, ctx.C, [&](auto group, int64_t c) {
-      constexpr int kGroup = decltype(group)::value;
-      Acc* gi = planes.start(scratch, n, c, kGroup);
-      const T* src = ctx.input.plane(n, c);
-      const T* g = go.plane(n, c);
+    for_channel_tiles<Acc>(0, ctx.C, [&](int64_t c, int64_t count) {
+      tile.pack_input(n, c, count);
+      tile.zero_grad_input();
       for (int64_t b = 0; b < ctx.blocks; ++b) {
         const int64_t slots = 2 * kBlock * b;
-        tables[b].template backward<true, true, kGroup>(ctx, src, ctx.input.s1, g, go.s1, gi, planes.step(), ax + slots,
-                                                        ay + slots);
+        tile.pack_points(go, n, c, count, b);
+        tables[b].template backward<true, true>(tile.input.data(), tile.points.data(), tile.grad_input.data(), ctx.W,
+                                                ax + slots, ay + slots);
       }
-      planes.finish(gi, n, c, kGroup);
+      tile.unpack_grad_input(*grad_input, n, c, count);
     });
     write_grid_grad(tables, n, 0, ctx.blocks, ax, ay);
   }
 
   void run_fused() const {
-    const GradInputPlanes<T> planes(*grad_input, ctx.H, ctx.W);
-    const int64_t work = ctx.points * (ctx.C * 2 * Table::kCost + 10) + ctx.C * ctx.H * ctx.W;
+    const int64_t work = ctx.points * (ctx.C * 2 * Table::kCost + 10) + 3 * ctx.C * ctx.H * ctx.W;
     parallel_for(0, ctx.N, grain_for(work), [&](int64_t lo, int64_t hi) {
       std::unique_ptr<Table[]> tables = new_tables<Table>(std::max<int64_t>(ctx.blocks, 1));
-      std::vector<Acc> ax(static_cast<size_t>(2 * kBlock * ctx.blocks)), ay(ax.size()), scratch = planes.scratch();
-      for (int64_t n = lo; n < hi; ++n) fused_batch(tables.get(), planes, scratch, n, ax.data(), ay.data());
+      std::vector<Acc> ax(static_cast<size_t>(2 * kBlock * ctx.blocks)), ay(ax.size());
+      Tiles<T> tile(ctx, true, true);
+      for (int64_t n = lo; n < hi; ++n) fused_batch(tables.get(), tile, n, ax.data(), ay.data());
     });
   }
 
@@ -205,51 +232,48 @@ struct Backward {
   // needs them) and sum their grid gradient.
   void run_tables_pass(Table* kept) const {
     const Runs runs = make_runs(ctx, threads);
-    const int64_t work =
-        std::min(ctx.points, kBlock * runs.blocks_per_run) * (with_grad ? ctx.C * Table::kCost + 10 : 10);
+    const int64_t points = std::min(ctx.points, kBlock * runs.blocks_per_run);
+    const int64_t work = with_grad ? points * (ctx.C * Table::kCost + 10) + ctx.C * ctx.H * ctx.W : points * 10;
     parallel_for(0, runs.count, grain_for(work), [&](int64_t lo, int64_t hi) {
       std::unique_ptr<Table[]> local;
       if (!kept) local = new_tables<Table>(runs.blocks_per_run);
       std::vector<Acc> ax(with_grad ? 2 * kBlock * runs.blocks_per_run : 0), ay(ax.size());
+      std::unique_ptr<Tiles<T>> tile;
+      if (with_grad) tile = std::make_unique<Tiles<T>>(ctx, true, false);
       for (int64_t run = lo; run < hi; ++run) {
         const int64_t n = run / runs.per_batch, b0 = (run % runs.per_batch) * runs.blocks_per_run;
         const int64_t b1 = std::min(ctx.blocks, b0 + runs.blocks_per_run);
         Table* run_tables = kept ? &kept[n * ctx.blocks + b0] : local.get();
         for (int64_t b = b0; b < b1; ++b) run_tables[b - b0].build(ctx, n, b, with_grad);
         if constexpr (Table::kHasGridGrad) {
-          if (with_grad) sum_grid_grad(run_tables, n, b0, b1, ax.data(), ay.data());
+          if (with_grad) sum_grid_grad(run_tables, *tile, n, b0, b1, ax.data(), ay.data());
         }
       }
     });
   }
 
-  // Pass 2: per (batch, channel block), scatter every table of the batch into zeroed planes.
+  // Pass 2: per (batch, channel tile), scatter every table of the batch into a zeroed tile.
   void run_scatter_pass(const Table* tables) const {
-    const GradInputPlanes<T> planes(*grad_input, ctx.H, ctx.W);
-    const int64_t channel_block =
-        std::clamp<int64_t>((ctx.N * ctx.C + 2 * threads - 1) / (2 * threads), 1, std::min(ctx.C, kMaxChannelBlock));
-    const int64_t cblocks = (ctx.C + channel_block - 1) / channel_block;
-    const int64_t work = channel_block * (ctx.H * ctx.W + ctx.points * Table::kCost);
-    parallel_for(0, ctx.N * cblocks, grain_for(work), [&](int64_t lo, int64_t hi) {
-      std::vector<Acc> scratch = planes.scratch();
+    const int64_t lanes = kTileLanes<Acc>, tiles = (ctx.C + lanes - 1) / lanes;
+    const int64_t work = lanes * (ctx.H * ctx.W) + ctx.points * Table::kCost;
+    parallel_for(0, ctx.N * tiles, grain_for(work), [&](int64_t lo, int64_t hi) {
+      Tiles<T> tile(ctx, false, true);
       for (int64_t task = lo; task < hi; ++task) {
-        const int64_t n = task / cblocks, c0 = (task % cblocks) * channel_block;
-        for_channel_groups(c0, std::min(ctx.C, c0 + channel_block), [&](auto group, int64_t c) {
-          constexpr int kGroup = decltype(group)::value;
-          Acc* gi = planes.start(scratch, n, c, kGroup);
-          for (int64_t b = 0; b < ctx.blocks; ++b) {
-            tables[n * ctx.blocks + b].template backward<true, false, kGroup>(
-                ctx, static_cast<const T*>(nullptr), 0, go.plane(n, c), go.s1, gi, planes.step(), nullptr, nullptr);
-          }
-          planes.finish(gi, n, c, kGroup);
-        });
+        const int64_t n = task / tiles, c = (task % tiles) * lanes, count = std::min(lanes, ctx.C - c);
+        tile.zero_grad_input();
+        for (int64_t b = 0; b < ctx.blocks; ++b) {
+          tile.pack_points(go, n, c, count, b);
+          tables[n * ctx.blocks + b].template backward<true, false>(nullptr, tile.points.data(), tile.grad_input.data(),
+                                                                    ctx.W, nullptr, nullptr);
+        }
+        tile.unpack_grad_input(*grad_input, n, c, count);
       }
     });
   }
 
   void run() const {
     if constexpr (!Table::kHasGridGrad) {
-      if (grad_grid != nullptr) write_zero_grid_grad<T, Table>(ctx, *grad_grid);
+      if (grad_grid != nullptr) write_zero_grid_grad<T>(ctx, *grad_grid);
     }
     const int64_t units = ctx.N * ctx.blocks;
     if (units == 0 && grad_input == nullptr) return;
@@ -264,7 +288,7 @@ struct Backward {
 };
 
 template <class T, class Table>
-void backward_kernel(const Context<T>& ctx, const View4<const T>& go, const TensorView* grad_input,
+void backward_kernel(const Context<T>& ctx, const View4<const T>& go, const View4<T>* grad_input,
                      const View4<T>* grad_grid) {
   const bool with_grad = grad_grid != nullptr && Table::kHasGridGrad;
   Backward<T, Table>{ctx, go, grad_input, grad_grid, with_grad, get_num_threads()}.run();
@@ -299,32 +323,19 @@ void run_forward(const TensorView& input, const TensorView& grid, const TensorVi
   });
 }
 
-// grad_input / grad_grid: null when not wanted.
+// grad_input / grad_grid: null when not wanted. float16/bfloat16 run here too: the tiles are float32
+// (widened as they are packed, rounded once as they are unpacked; rows.h).
 template <class T>
 void run_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grid,
                   const TensorView* grad_input, const TensorView* grad_grid, const GridSampler2dParams& params) {
   const Context<T> ctx = make_context<T>(input, grid, grad_output, params);
+  const bool want_input = grad_input != nullptr && !grad_input->is_empty();
+  const View4<T> gi = want_input ? view4<T>(*grad_input) : View4<T>{};
   const View4<T> gg = grad_grid ? view4<T>(*grad_grid) : View4<T>{};
   dispatch_table<T>(detail::interpolation_of(params), [&](auto table_tag) {
-    backward_kernel<T, typename decltype(table_tag)::type>(ctx, view4<const T>(grad_output),
-                                                           grad_input && !grad_input->is_empty() ? grad_input : nullptr,
+    backward_kernel<T, typename decltype(table_tag)::type>(ctx, view4<const T>(grad_output), want_input ? &gi : nullptr,
                                                            grad_grid ? &gg : nullptr);
   });
-}
-
-// float16/bfloat16: staged to float32 (detail/float_staging.h), run in float32, rounded once.
-void run_backward_staged(const TensorView& grad_output, const TensorView& input, const TensorView& grid,
-                         const TensorView* grad_input, const TensorView* grad_grid, const GridSampler2dParams& params) {
-  using detail::FloatStaging;
-  const auto staged_grad_output = FloatStaging::copy_of(grad_output);
-  const auto staged_input = FloatStaging::copy_of(input), staged_grid = FloatStaging::copy_of(grid);
-  const auto staged_grad_input = grad_input ? FloatStaging::like(*grad_input) : FloatStaging();
-  const auto staged_grad_grid = grad_grid ? FloatStaging::like(*grad_grid) : FloatStaging();
-  run_backward<float>(staged_grad_output.view(), staged_input.view(), staged_grid.view(),
-                      grad_input ? &staged_grad_input.view() : nullptr, grad_grid ? &staged_grad_grid.view() : nullptr,
-                      params);
-  if (grad_input) staged_grad_input.narrow_into(*grad_input);
-  if (grad_grid) staged_grad_grid.narrow_into(*grad_grid);
 }
 
 }  // namespace
@@ -344,14 +355,7 @@ void grid_sampler_2d(const TensorView& input, const TensorView& grid, const Tens
   dispatch_floating(input.dtype(), kForward, "input", [&](auto tag) {
     using T = decltype(tag);
     if (output.is_empty()) return;
-    if constexpr (detail::kIsHalfType<T>) {  // detail/float_staging.h
-      const auto staged_input = detail::FloatStaging::copy_of(input), staged_grid = detail::FloatStaging::copy_of(grid);
-      const auto staged_output = detail::FloatStaging::like(output);
-      run_forward<float>(staged_input.view(), staged_grid.view(), staged_output.view(), params);
-      staged_output.narrow_into(output);
-    } else {
-      run_forward<T>(input, grid, output, params);
-    }
+    run_forward<T>(input, grid, output, params);
   });
 }
 
@@ -392,12 +396,7 @@ void grid_sampler_2d_backward(const TensorView& grad_output, const TensorView& i
     return;
   }
   dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (detail::kIsHalfType<T>) {
-      run_backward_staged(grad_output, input, grid, wanted_input, wanted_grid, params);
-    } else {
-      run_backward<T>(grad_output, input, grid, wanted_input, wanted_grid, params);
-    }
+    run_backward<decltype(tag)>(grad_output, input, grid, wanted_input, wanted_grid, params);
   });
 }
 

@@ -7,6 +7,7 @@
 // branching on the dtype.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "convert.h"
@@ -84,6 +85,30 @@ SPATIALGRAD_INLINE void blend_rows(const Acc* r0, const Acc* r1, Acc a0, Acc a1,
       for (; i < n; ++i) dst[i * stride] = store_as<T>(a0 * r0[i] + a1 * r1[i]);
     }
   }
+}
+
+// ---- lane-interleaved tiles ---------------------------------------------------------------------------------
+
+// Packs kLanes rows into one lane-interleaved row: dst[i * kLanes + k] = src[k * row_step + i * stride] in
+// Acc for k < count, 0 for count <= k < kLanes, i < n. `scratch` holds kLanes * n values.
+template <int64_t kLanes, class T, class Acc>
+void pack_lanes(const T* src, int64_t row_step, int64_t count, int64_t stride, int64_t n, Acc* scratch, Acc* dst) {
+  for (int64_t k = 0; k < kLanes; ++k) {
+    if (k < count) {
+      load_row(src + k * row_step, stride, n, scratch + k * n);
+    } else {
+      std::fill(scratch + k * n, scratch + (k + 1) * n, Acc(0));
+    }
+  }
+  transpose(scratch, kLanes, n, dst);
+}
+
+// The inverse for the first `count` lanes: dst[k * row_step + i * stride] = src[i * kLanes + k] rounded
+// once to T. `scratch` holds kLanes * n values.
+template <int64_t kLanes, class T, class Acc>
+void unpack_lanes(const Acc* src, int64_t n, int64_t count, Acc* scratch, T* dst, int64_t row_step, int64_t stride) {
+  transpose(src, n, kLanes, scratch);
+  for (int64_t k = 0; k < count; ++k) store_row(scratch + k * n, n, dst + k * row_step, stride);
 }
 
 // ---- weighted sums of rows ----------------------------------------------------------------------------------

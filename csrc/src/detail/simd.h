@@ -86,6 +86,19 @@ SPATIALGRAD_INLINE void horizontal_sums4(const V& p0, const V& p1, const V& p2, 
 #endif
 }
 
+// The sum of the lanes of v, halving: (v0 + v4) + ... for 8 lanes, in one fixed order.
+template <class T, int kBytes>
+SPATIALGRAD_INLINE T sum_lanes(const Vec<T, kBytes>& v) {
+  if constexpr (kBytes == 2 * sizeof(T)) {
+    return v[0] + v[1];
+  } else {
+    Vec<T, kBytes / 2> low, high;
+    std::memcpy(&low, &v, sizeof(low));
+    std::memcpy(&high, reinterpret_cast<const char*>(&v) + sizeof(low), sizeof(high));
+    return sum_lanes<T, kBytes / 2>(low + high);
+  }
+}
+
 // b[j * rows + i] = a[i * cols + j] for i < rows, j < cols, in 4x4 register blocks where they fit
 // (pure moves: no effect on results).
 template <class T>
