@@ -31,13 +31,16 @@ struct Tiles {
   static constexpr int64_t kLanes = kTileLanes<Acc>;
   const Context<T>& ctx;
   std::vector<Acc> input, grad_input, points, scratch;
+  std::vector<Acc> vx, vy;  // the grid-gradient terms of a block's slots (tables' backward<, true>)
 
-  Tiles(const Context<T>& c, bool with_input, bool with_grad_input)
+  Tiles(const Context<T>& c, bool with_input, bool with_grad_input, bool with_grid = false)
       : ctx(c),
         input(with_input ? static_cast<size_t>((c.H * c.W + 1) * kLanes) : 0),
         grad_input(with_grad_input ? static_cast<size_t>((c.H * c.W + 1) * kLanes) : 0),
         points(static_cast<size_t>(kBlock * kLanes)),
-        scratch(static_cast<size_t>(std::max(c.W, kBlock) * kLanes)) {}
+        scratch(static_cast<size_t>(std::max(c.W, kBlock) * kLanes)),
+        vx(with_grid ? static_cast<size_t>(2 * kBlock * kLanes) : 0),
+        vy(vx.size()) {}
 
   // The input tile of channels [c, c + count) of batch n; its last pixel is zero.
   void pack_input(int64_t n, int64_t c, int64_t count) {
@@ -185,8 +188,9 @@ struct Backward {
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t slots = 2 * kBlock * (b - b0);
         tile.pack_points(go, n, c, count, b);
-        tables[b - b0].template backward<false, true>(tile.input.data(), tile.points.data(), nullptr, ctx.W, ax + slots,
-                                                      ay + slots);
+        tables[b - b0].template backward<false, true>(tile.input.data(), tile.points.data(), nullptr, ctx.W,
+                                                      tile.vx.data(), tile.vy.data());
+        tables[b - b0].add_grid_sums(tile.vx.data(), tile.vy.data(), tile.scratch.data(), ax + slots, ay + slots);
       }
     });
     write_grid_grad(tables, n, b0, b1, ax, ay);
@@ -211,7 +215,8 @@ struct Backward {
         const int64_t slots = 2 * kBlock * b;
         tile.pack_points(go, n, c, count, b);
         tables[b].template backward<true, true>(tile.input.data(), tile.points.data(), tile.grad_input.data(), ctx.W,
-                                                ax + slots, ay + slots);
+                                                tile.vx.data(), tile.vy.data());
+        tables[b].add_grid_sums(tile.vx.data(), tile.vy.data(), tile.scratch.data(), ax + slots, ay + slots);
       }
       tile.unpack_grad_input(*grad_input, n, c, count);
     });
@@ -223,7 +228,7 @@ struct Backward {
     parallel_for(0, ctx.N, grain_for(work), [&](int64_t lo, int64_t hi) {
       std::unique_ptr<Table[]> tables = new_tables<Table>(std::max<int64_t>(ctx.blocks, 1));
       std::vector<Acc> ax(static_cast<size_t>(2 * kBlock * ctx.blocks)), ay(ax.size());
-      Tiles<T> tile(ctx, true, true);
+      Tiles<T> tile(ctx, true, true, true);
       for (int64_t n = lo; n < hi; ++n) fused_batch(tables.get(), tile, n, ax.data(), ay.data());
     });
   }
@@ -239,7 +244,7 @@ struct Backward {
       if (!kept) local = new_tables<Table>(runs.blocks_per_run);
       std::vector<Acc> ax(with_grad ? 2 * kBlock * runs.blocks_per_run : 0), ay(ax.size());
       std::unique_ptr<Tiles<T>> tile;
-      if (with_grad) tile = std::make_unique<Tiles<T>>(ctx, true, false);
+      if (with_grad) tile = std::make_unique<Tiles<T>>(ctx, true, false, true);
       for (int64_t run = lo; run < hi; ++run) {
         const int64_t n = run / runs.per_batch, b0 = (run % runs.per_batch) * runs.blocks_per_run;
         const int64_t b1 = std::min(ctx.blocks, b0 + runs.blocks_per_run);

@@ -14,8 +14,10 @@
 #include <cstdint>
 #include <memory>
 #include <type_traits>
+#include <utility>
 
 #include "grid_sampler_2d_coords.h"
+#include "rows.h"
 #include "simd.h"
 #include "spatialgrad/dtype.h"
 #include "spatialgrad/grid_sampler_2d.h"
@@ -27,7 +29,6 @@ using detail::CoordGrad;
 using detail::in_bounds;
 using detail::load_u;
 using detail::store_u;
-using detail::sum_lanes;
 
 // Channels per tile vector: one 32-byte vector (an AVX2 register; two SSE ones).
 constexpr int kTileBytes = 32;
@@ -204,12 +205,12 @@ struct BilinearTable {
   }
 
   // The backward over the block's grad_output point tile g: kScatter adds the weighted g into the
-  // input-gradient tile gi; kGrid adds d output / d coordinate * g, summed over the tile's channels,
-  // into the per-slot grid-gradient sums ax, ay (PyTorch's CPU formula). Either part alone, or both in
-  // one sweep, gives the same sums.
+  // input-gradient tile gi; kGrid writes d output / d coordinate * g of each channel (PyTorch's CPU
+  // formula) to the per-slot vectors vx, vy, which add_grid_sums() then sums into the grid gradient.
+  // Either part alone, or both in one sweep, gives the same values.
   template <bool kScatter, bool kGrid>
   SG_SIMD_CLONES void backward(const Acc* __restrict tile, const Acc* __restrict g, Acc* __restrict gi, int64_t W,
-                               Acc* __restrict ax, Acc* __restrict ay) const {
+                               Acc* __restrict vx, Acc* __restrict vy) const {
     for (int64_t i = 0; i < inner; ++i) {
       V gv;
       load_u(gv, g + inner_at[i] * kLanes);
@@ -221,8 +222,8 @@ struct BilinearTable {
         load_u(ne, s + kLanes);
         load_u(sw, s + W * kLanes);
         load_u(se, s + (W + 1) * kLanes);
-        ax[i] += sum_lanes<Acc, kTileBytes>(((ne - nw) * dist[1][i] + (se - sw) * dist[0][i]) * gv);
-        ay[i] += sum_lanes<Acc, kTileBytes>(((sw - nw) * dist[3][i] + (se - ne) * dist[2][i]) * gv);
+        store_u(vx + i * kLanes, ((ne - nw) * dist[1][i] + (se - sw) * dist[0][i]) * gv);
+        store_u(vy + i * kLanes, ((sw - nw) * dist[3][i] + (se - ne) * dist[2][i]) * gv);
       }
       if constexpr (kScatter) {
         const int64_t corner[4] = {px, px + 1, px + W, px + W + 1};
@@ -236,12 +237,20 @@ struct BilinearTable {
       if constexpr (kGrid) {
         V v[4];
         for (int q = 0; q < 4; ++q) load_u(v[q], tile + edge_px[q][j] * kLanes);
-        ax[slot] += sum_lanes<Acc, kTileBytes>(((v[1] - v[0]) * dist[1][slot] + (v[3] - v[2]) * dist[0][slot]) * gv);
-        ay[slot] += sum_lanes<Acc, kTileBytes>(((v[2] - v[0]) * dist[3][slot] + (v[3] - v[1]) * dist[2][slot]) * gv);
+        store_u(vx + slot * kLanes, ((v[1] - v[0]) * dist[1][slot] + (v[3] - v[2]) * dist[0][slot]) * gv);
+        store_u(vy + slot * kLanes, ((v[2] - v[0]) * dist[3][slot] + (v[3] - v[1]) * dist[2][slot]) * gv);
       }
       if constexpr (kScatter) {
         for (int q = 0; q < 4; ++q) add_to(gi + edge_px[q][j] * kLanes, edge_w[q][j] * gv);
       }
+    }
+  }
+
+  // ax[slot] += the lanes of vx[slot] summed (rows.h add_lane_sums), likewise ay: once per channel tile.
+  void add_grid_sums(const Acc* vx, const Acc* vy, Acc* scratch, Acc* ax, Acc* ay) const {
+    for (const auto [first, n] : {std::pair<int64_t, int64_t>{0, inner}, {kBlock, edge}}) {
+      detail::add_lane_sums<kLanes>(vx + first * kLanes, n, scratch, ax + first);
+      detail::add_lane_sums<kLanes>(vy + first * kLanes, n, scratch, ay + first);
     }
   }
 
@@ -389,7 +398,7 @@ struct BicubicTable {
   // As BilinearTable::backward, in PyTorch's tap order (x taps outside, y taps inside).
   template <bool kScatter, bool kGrid>
   SG_SIMD_CLONES void backward(const Acc* __restrict tile, const Acc* __restrict g, Acc* __restrict gi, int64_t,
-                               Acc* __restrict ax, Acc* __restrict ay) const {
+                               Acc* __restrict vx, Acc* __restrict vy) const {
     for (int64_t p = 0; p < count; ++p) {
       V gv, sx{}, sy{};
       load_u(gv, g + at[p] * kLanes);
@@ -410,10 +419,15 @@ struct BicubicTable {
         }
       }
       if constexpr (kGrid) {
-        ax[p] += sum_lanes<Acc, kTileBytes>(sx);
-        ay[p] += sum_lanes<Acc, kTileBytes>(sy);
+        store_u(vx + p * kLanes, sx);
+        store_u(vy + p * kLanes, sy);
       }
     }
+  }
+
+  void add_grid_sums(const Acc* vx, const Acc* vy, Acc* scratch, Acc* ax, Acc* ay) const {
+    detail::add_lane_sums<kLanes>(vx, count, scratch, ax);
+    detail::add_lane_sums<kLanes>(vy, count, scratch, ay);
   }
 
   template <class T>

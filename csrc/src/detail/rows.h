@@ -93,6 +93,9 @@ SPATIALGRAD_INLINE void blend_rows(const Acc* r0, const Acc* r1, Acc a0, Acc a1,
 // Acc for k < count, 0 for count <= k < kLanes, i < n. `scratch` holds kLanes * n values.
 template <int64_t kLanes, class T, class Acc>
 void pack_lanes(const T* src, int64_t row_step, int64_t count, int64_t stride, int64_t n, Acc* scratch, Acc* dst) {
+  if constexpr (std::is_same_v<T, Acc>) {
+    if (count == kLanes && stride == 1) return transpose(src, row_step, kLanes, n, dst, kLanes);
+  }
   for (int64_t k = 0; k < kLanes; ++k) {
     if (k < count) {
       load_row(src + k * row_step, stride, n, scratch + k * n);
@@ -107,8 +110,24 @@ void pack_lanes(const T* src, int64_t row_step, int64_t count, int64_t stride, i
 // once to T. `scratch` holds kLanes * n values.
 template <int64_t kLanes, class T, class Acc>
 void unpack_lanes(const Acc* src, int64_t n, int64_t count, Acc* scratch, T* dst, int64_t row_step, int64_t stride) {
+  if constexpr (std::is_same_v<T, Acc>) {
+    if (count == kLanes && stride == 1) return transpose(src, kLanes, n, kLanes, dst, row_step);
+  }
   transpose(src, n, kLanes, scratch);
   for (int64_t k = 0; k < count; ++k) store_row(scratch + k * n, n, dst + k * row_step, stride);
+}
+
+// sums[i] += ((v[i][0] + v[i][1]) + v[i][2]) + ... for i < n, where v[i] is the row of kLanes values at
+// v + i * kLanes: horizontal sums of n vectors in one fixed order, computed n at a time (transposed, so the
+// adds run across vectors). `scratch` holds kLanes * n values.
+template <int64_t kLanes, class Acc>
+void add_lane_sums(const Acc* v, int64_t n, Acc* scratch, Acc* sums) {
+  transpose(v, n, kLanes, scratch);
+  for (int64_t k = 1; k < kLanes; ++k) {
+    const Acc* lane = scratch + k * n;
+    for (int64_t i = 0; i < n; ++i) scratch[i] += lane[i];
+  }
+  for (int64_t i = 0; i < n; ++i) sums[i] += scratch[i];
 }
 
 // ---- weighted sums of rows ----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -86,46 +87,81 @@ SPATIALGRAD_INLINE void horizontal_sums4(const V& p0, const V& p1, const V& p2, 
 #endif
 }
 
-// The sum of the lanes of v, halving: (v0 + v4) + ... for 8 lanes, in one fixed order.
-template <class T, int kBytes>
-SPATIALGRAD_INLINE T sum_lanes(const Vec<T, kBytes>& v) {
-  if constexpr (kBytes == 2 * sizeof(T)) {
-    return v[0] + v[1];
-  } else {
-    Vec<T, kBytes / 2> low, high;
-    std::memcpy(&low, &v, sizeof(low));
-    std::memcpy(&high, reinterpret_cast<const char*>(&v) + sizeof(low), sizeof(high));
-    return sum_lanes<T, kBytes / 2>(low + high);
-  }
+#if defined(__GNUC__) && !defined(__clang__)
+// One 8x8 float block of transpose(): three rounds of two-input shuffles (unpack, 64-bit pairs,
+// 128-bit halves), which the AVX2 clone compiles to vunpck/vshufps/vperm2f128.
+SPATIALGRAD_INLINE void transpose_half8(const float* a, int64_t a_stride, Vec<float, 32> (&u)[4]) {
+  using V = Vec<float, 32>;
+  using M = Vec<int32_t, 32>;
+  V r0, r1, r2, r3;
+  load_u(r0, a);
+  load_u(r1, a + a_stride);
+  load_u(r2, a + 2 * a_stride);
+  load_u(r3, a + 3 * a_stride);
+  const V t0 = __builtin_shuffle(r0, r1, M{0, 8, 1, 9, 4, 12, 5, 13});
+  const V t1 = __builtin_shuffle(r0, r1, M{2, 10, 3, 11, 6, 14, 7, 15});
+  const V t2 = __builtin_shuffle(r2, r3, M{0, 8, 1, 9, 4, 12, 5, 13});
+  const V t3 = __builtin_shuffle(r2, r3, M{2, 10, 3, 11, 6, 14, 7, 15});
+  u[0] = __builtin_shuffle(t0, t2, M{0, 1, 8, 9, 4, 5, 12, 13});
+  u[1] = __builtin_shuffle(t0, t2, M{2, 3, 10, 11, 6, 7, 14, 15});
+  u[2] = __builtin_shuffle(t1, t3, M{0, 1, 8, 9, 4, 5, 12, 13});
+  u[3] = __builtin_shuffle(t1, t3, M{2, 3, 10, 11, 6, 7, 14, 15});
 }
 
-// b[j * rows + i] = a[i * cols + j] for i < rows, j < cols, in 4x4 register blocks where they fit
-// (pure moves: no effect on results).
+SPATIALGRAD_INLINE void transpose_block8(const float* a, int64_t a_stride, float* b, int64_t b_stride) {
+  using M = Vec<int32_t, 32>;
+  Vec<float, 32> top[4], bottom[4];  // rows 0-3 and 4-7, 4x4 blocks transposed within each half
+  transpose_half8(a, a_stride, top);
+  transpose_half8(a + 4 * a_stride, a_stride, bottom);
+  for (int j = 0; j < 4; ++j) {
+    store_u(b + j * b_stride, __builtin_shuffle(top[j], bottom[j], M{0, 1, 2, 3, 8, 9, 10, 11}));
+    store_u(b + (j + 4) * b_stride, __builtin_shuffle(top[j], bottom[j], M{4, 5, 6, 7, 12, 13, 14, 15}));
+  }
+}
+#endif
+
+// b[j * b_stride + i] = a[i * a_stride + j] for i < rows, j < cols: 8x8 float blocks (GCC), then 4x4
+// SSE blocks, then single values (pure moves: no effect on results).
 template <class T>
-void transpose(const T* a, int64_t rows, int64_t cols, T* b) {
-  int64_t rows4 = 0, cols4 = 0;
+SG_SIMD_CLONES void transpose(const T* a, int64_t a_stride, int64_t rows, int64_t cols, T* b, int64_t b_stride) {
+  int64_t rows8 = 0, cols8 = 0, rows4 = 0, cols4 = 0;
+#if defined(__GNUC__) && !defined(__clang__)
+  if constexpr (std::is_same_v<T, float>) {
+    rows8 = rows / 8 * 8;
+    cols8 = cols / 8 * 8;
+    for (int64_t i = 0; i < rows8; i += 8)
+      for (int64_t j = 0; j < cols8; j += 8)
+        transpose_block8(a + i * a_stride + j, a_stride, b + j * b_stride + i, b_stride);
+  }
+#endif
 #if defined(__SSE2__)
   if constexpr (sizeof(T) == 4) {
     rows4 = rows / 4 * 4;
     cols4 = cols / 4 * 4;
     for (int64_t i = 0; i < rows4; i += 4) {
-      for (int64_t j = 0; j < cols4; j += 4) {
-        const float* in = reinterpret_cast<const float*>(a + i * cols + j);
-        __m128 r0 = _mm_loadu_ps(in), r1 = _mm_loadu_ps(in + cols);
-        __m128 r2 = _mm_loadu_ps(in + 2 * cols), r3 = _mm_loadu_ps(in + 3 * cols);
+      for (int64_t j = i < rows8 ? cols8 : 0; j < cols4; j += 4) {
+        const float* in = reinterpret_cast<const float*>(a + i * a_stride + j);
+        __m128 r0 = _mm_loadu_ps(in), r1 = _mm_loadu_ps(in + a_stride);
+        __m128 r2 = _mm_loadu_ps(in + 2 * a_stride), r3 = _mm_loadu_ps(in + 3 * a_stride);
         _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-        float* out = reinterpret_cast<float*>(b + j * rows + i);
+        float* out = reinterpret_cast<float*>(b + j * b_stride + i);
         _mm_storeu_ps(out, r0);
-        _mm_storeu_ps(out + rows, r1);
-        _mm_storeu_ps(out + 2 * rows, r2);
-        _mm_storeu_ps(out + 3 * rows, r3);
+        _mm_storeu_ps(out + b_stride, r1);
+        _mm_storeu_ps(out + 2 * b_stride, r2);
+        _mm_storeu_ps(out + 3 * b_stride, r3);
       }
     }
   }
 #endif
   for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = i < rows4 ? cols4 : 0; j < cols; ++j) b[j * rows + i] = a[i * cols + j];
+    for (int64_t j = i < rows4 ? cols4 : 0; j < cols; ++j) b[j * b_stride + i] = a[i * a_stride + j];
   }
+}
+
+// The dense case: b[j * rows + i] = a[i * cols + j].
+template <class T>
+void transpose(const T* a, int64_t rows, int64_t cols, T* b) {
+  transpose(a, cols, rows, cols, b, rows);
 }
 
 // ---- memory hints (no effect on results) --------------------------------------------------------------------
