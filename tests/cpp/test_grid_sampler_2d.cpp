@@ -180,6 +180,80 @@ TEST_P(GridSamplerSweep, ForwardAndBackwardMatchNaiveLoops) {
 INSTANTIATE_TEST_SUITE_P(AllModes, GridSamplerSweep,
                          ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Values(0, 1, 2), ::testing::Bool()));
 
+// The kernels work on tiles of 4 double / 8 float channels (a partial last tile is zero-padded) and on
+// blocks of 256 grid points: channel counts below, at and above a tile, blocks that span grid rows, and
+// rows of the input wider than a transpose block, against the naive loops.
+TEST(GridSampler2d, ChannelTilesMatchNaiveLoops) {
+  for (int64_t C : {4, 8, 11})
+    for (int mode : {0, 1, 2})
+      for (int padding : {0, 1}) {
+        const NaiveGridSampler ref{mode, padding, false};
+        const int64_t N = 2, H = 9, W = 70, Ho = 19, Wo = 23;
+        auto x = random_tensor<double>({N, C, H, W}, 51);
+        auto grid = random_tensor<double>({N, Ho, Wo, 2}, 52, -1.3, 1.3);
+        auto g = random_tensor<double>({N, C, Ho, Wo}, 53);
+        OwnedTensor<double> y({N, C, Ho, Wo}), gi(x.view.sizes()), gg(grid.view.sizes());
+        grid_sampler_2d(x.view, grid.view, y.view, params_of(ref));
+        grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, params_of(ref));
+        const Reference r = naive(ref, x, grid, g);
+        SCOPED_TRACE(::testing::Message() << "C=" << C << " mode=" << mode << " padding=" << padding);
+        testing::expect_all_near(y.storage, r.out, 1e-12);
+        testing::expect_all_near(gi.storage, r.grad_input, 1e-12);
+        testing::expect_all_near(gg.storage, r.grad_grid, 1e-10);
+      }
+}
+
+// A channels-last copy of x (same values, strides (H*W*C, 1, W*C, C)), which the tiles read through
+// strided rows instead of transposing whole planes.
+template <class T>
+TensorView channels_last(const OwnedTensor<T>& x, std::vector<T>& buffer) {
+  const int64_t N = x.view.size(0), C = x.view.size(1), H = x.view.size(2), W = x.view.size(3);
+  buffer.resize(x.storage.size());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < H * W; ++i)
+        buffer[static_cast<size_t>((n * H * W + i) * C + c)] = x.storage[static_cast<size_t>((n * C + c) * H * W + i)];
+  return TensorView(buffer.data(), x.view.dtype(), x.view.sizes(), {H * W * C, 1, W * C, C});
+}
+
+// float32 tiles (8 channels, 8x8 transposes) against float64 on the same rounded values, and the
+// channels-last layout giving the same bits as the contiguous one. The grid-gradient tolerance is
+// float32's own: PyTorch's float32 kernel is as far from float64 on these inputs (bicubic: 2.5e-3).
+TEST(GridSampler2d, Float32TilesMatchFloat64AndChannelsLast) {
+  for (int64_t C : {8, 13, 16})
+    for (int mode : {0, 1, 2}) {
+      GridSampler2dParams p;
+      p.interpolation_mode = mode;
+      const int64_t N = 3, H = 11, W = 67, Ho = 21, Wo = 25;
+      auto xf = random_tensor<float>({N, C, H, W}, 61);
+      auto gridf = random_tensor<float>({N, Ho, Wo, 2}, 62, -1.2, 1.2);
+      auto gf = random_tensor<float>({N, C, Ho, Wo}, 63);
+      OwnedTensor<double> x(xf.view.sizes()), grid(gridf.view.sizes()), g(gf.view.sizes());
+      for (size_t i = 0; i < x.storage.size(); ++i) x.storage[i] = xf.storage[i];
+      for (size_t i = 0; i < grid.storage.size(); ++i) grid.storage[i] = gridf.storage[i];
+      for (size_t i = 0; i < g.storage.size(); ++i) g.storage[i] = gf.storage[i];
+      OwnedTensor<double> y({N, C, Ho, Wo}), gi(x.view.sizes()), gg(grid.view.sizes());
+      OwnedTensor<float> yf({N, C, Ho, Wo}), gif(xf.view.sizes()), ggf(gridf.view.sizes());
+      grid_sampler_2d(x.view, grid.view, y.view, p);
+      grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
+      grid_sampler_2d(xf.view, gridf.view, yf.view, p);
+      grid_sampler_2d_backward(gf.view, xf.view, gridf.view, gif.view, ggf.view, p);
+      SCOPED_TRACE(::testing::Message() << "C=" << C << " mode=" << mode);
+      for (size_t i = 0; i < y.storage.size(); ++i) ASSERT_NEAR(yf.storage[i], y.storage[i], 3e-5) << i;
+      for (size_t i = 0; i < gi.storage.size(); ++i) ASSERT_NEAR(gif.storage[i], gi.storage[i], 3e-5) << i;
+      for (size_t i = 0; i < gg.storage.size(); ++i)
+        ASSERT_NEAR(ggf.storage[i], gg.storage[i], 2e-3 * (1 + std::abs(gg.storage[i]))) << i;
+      std::vector<float> x_buffer;
+      const TensorView x_last = channels_last(xf, x_buffer);
+      OwnedTensor<float> y2(yf.view.sizes()), gi2(xf.view.sizes()), gg2(gridf.view.sizes());
+      grid_sampler_2d(x_last, gridf.view, y2.view, p);
+      grid_sampler_2d_backward(gf.view, x_last, gridf.view, gi2.view, gg2.view, p);
+      EXPECT_EQ(y2.storage, yf.storage);
+      EXPECT_EQ(gi2.storage, gif.storage);
+      EXPECT_EQ(gg2.storage, ggf.storage);
+    }
+}
+
 // Float32 runs the same kernels with float accumulation: close to the float64 result.
 TEST(GridSampler2d, Float32MatchesFloat64) {
   for (int mode : {0, 1, 2}) {
