@@ -1,11 +1,26 @@
 """grid_sampler_2d at the standard shape: input (8,32,64,64), grid (8,64,64,2) uniform in [-1.1,1.1], float32,
-zeros padding, align_corners=False; bilinear, nearest and bicubic; bilinear also in float16 and bfloat16
-(against our float32: PyTorch 1.13 has no half-precision grid_sampler_2d on the CPU)."""
+align_corners=False; bilinear, nearest and bicubic with zeros padding, bilinear with border and reflection,
+bicubic and nearest with border; bilinear at 4x the shape (batch 32: its time should be ~4x the standard one);
+bilinear also in float16 and bfloat16 (against our float32: PyTorch 1.13 has no half-precision grid_sampler_2d
+on the CPU)."""
 import numpy as np
 import torch
 
 import spatialgrad as sg
 from common import Case, half_cases, nbytes
+
+
+def mode_cases(variant, x, grid, g, name, padding, mode, pad):
+    """Forward and backward of one interpolation / padding mode against PyTorch."""
+    tx, tgrid, tg = torch.from_numpy(x), torch.from_numpy(grid), torch.from_numpy(g)
+    return [
+        Case("grid_sampler_2d", variant, "forward", lambda: sg.grid_sample(x, grid, name, padding),
+             lambda: torch.ops.aten.grid_sampler_2d(tx, tgrid, mode, pad, False), "aten.grid_sampler_2d",
+             nbytes(x, grid, g)),
+        Case("grid_sampler_2d", variant, "backward", lambda: sg.grid_sampler_2d_backward(g, x, grid, name, padding),
+             lambda: torch.ops.aten.grid_sampler_2d_backward(tg, tx, tgrid, mode, pad, False, [True, True]),
+             "aten.grid_sampler_2d_backward", nbytes(g, x, grid, x, grid)),
+    ]
 
 
 def cases(rng):
@@ -14,16 +29,13 @@ def cases(rng):
     g = rng.standard_normal((8, 32, 64, 64)).astype(np.float32)
     tx, tgrid, tg = torch.from_numpy(x), torch.from_numpy(grid), torch.from_numpy(g)
     out = []
-    for mode, name in enumerate(["bilinear", "nearest", "bicubic"]):
-        variant = f"{name} zeros"
-        out.append(Case("grid_sampler_2d", variant, "forward", lambda name=name: sg.grid_sample(x, grid, name),
-                        lambda mode=mode: torch.ops.aten.grid_sampler_2d(tx, tgrid, mode, 0, False),
-                        "aten.grid_sampler_2d", nbytes(x, grid, g)))
-        out.append(Case("grid_sampler_2d", variant, "backward",
-                        lambda name=name: sg.grid_sampler_2d_backward(g, x, grid, name),
-                        lambda mode=mode: torch.ops.aten.grid_sampler_2d_backward(tg, tx, tgrid, mode, 0, False,
-                                                                                  [True, True]),
-                        "aten.grid_sampler_2d_backward", nbytes(g, x, grid, x, grid)))
+    modes = {"bilinear": 0, "nearest": 1, "bicubic": 2}
+    paddings = {"zeros": 0, "border": 1, "reflection": 2}
+    for name, padding in [("bilinear", "zeros"), ("nearest", "zeros"), ("bicubic", "zeros"), ("bilinear", "border"),
+                          ("bilinear", "reflection"), ("bicubic", "border"), ("nearest", "border")]:
+        out += mode_cases(f"{name} {padding}", x, grid, g, name, padding, modes[name], paddings[padding])
+    big = [np.concatenate([a] * 4) for a in (x, grid, g)]
+    out += mode_cases("bilinear zeros batch 32", *big, "bilinear", "zeros", 0, 0)
     # Second order (the vjp of the backward, cotangents for both gradients) against our own first backward:
     # PyTorch 1.13 has no double backward of grid_sampler_2d. The speed-up column is backward / 2nd-order.
     u = rng.standard_normal(x.shape).astype(np.float32)
