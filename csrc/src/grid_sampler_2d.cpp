@@ -163,8 +163,8 @@ void write_zero_grid_grad(const Context<T>& ctx, const View4<T>& gg) {
 }
 
 // Backward. Every written element is summed in one fixed order (grid gradient: channel tiles in order,
-// the lanes of a tile by sum_lanes; input gradient: tables in block order, slots in table order),
-// whatever the split, so results are bitwise identical for any thread count and no atomics are needed:
+// the lanes of a tile in lane order (rows.h add_lane_sums); input gradient: tables in block order, slots in table
+// order), whatever the split, so results are bitwise identical for any thread count and no atomics are needed:
 //  - fused, when every thread gets at least two batches: a task owns whole batches and does both
 //    gradients in one sweep per channel tile (one read of grad_output and of the tables);
 //  - otherwise two passes: (1) per (batch, run): build the tables and sum the grid gradient of their
@@ -179,6 +179,18 @@ struct Backward {
   bool with_grad;              // grid gradient wanted and not identically zero
   int64_t threads;
 
+  // One table's backward for channels [c, c + count) of batch n: packs block b of grad_output, then
+  // kScatter adds into the tile's input gradient, kGrid adds the channel sums to the slots of ax, ay.
+  template <bool kScatter, bool kGrid>
+  void sweep_block(const Table& table, Tiles<T>& tile, int64_t n, int64_t c, int64_t count, int64_t b, Acc* ax,
+                   Acc* ay) const {
+    tile.pack_points(go, n, c, count, b);
+    table.template backward<kScatter, kGrid>(kGrid ? tile.input.data() : nullptr, tile.points.data(),
+                                             kScatter ? tile.grad_input.data() : nullptr, ctx.W, tile.vx.data(),
+                                             tile.vy.data());
+    if constexpr (kGrid) table.add_grid_sums(tile.vx.data(), tile.vy.data(), tile.scratch.data(), ax, ay);
+  }
+
   // The grid gradient of the blocks [b0, b1) of batch n, whose tables are `tables` (slots of ax, ay).
   void sum_grid_grad(const Table* tables, Tiles<T>& tile, int64_t n, int64_t b0, int64_t b1, Acc* ax, Acc* ay) const {
     std::fill(ax, ax + 2 * kBlock * (b1 - b0), Acc(0));
@@ -187,10 +199,7 @@ struct Backward {
       tile.pack_input(n, c, count);
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t slots = 2 * kBlock * (b - b0);
-        tile.pack_points(go, n, c, count, b);
-        tables[b - b0].template backward<false, true>(tile.input.data(), tile.points.data(), nullptr, ctx.W,
-                                                      tile.vx.data(), tile.vy.data());
-        tables[b - b0].add_grid_sums(tile.vx.data(), tile.vy.data(), tile.scratch.data(), ax + slots, ay + slots);
+        sweep_block<false, true>(tables[b - b0], tile, n, c, count, b, ax + slots, ay + slots);
       }
     });
     write_grid_grad(tables, n, b0, b1, ax, ay);
@@ -213,10 +222,7 @@ struct Backward {
       tile.zero_grad_input();
       for (int64_t b = 0; b < ctx.blocks; ++b) {
         const int64_t slots = 2 * kBlock * b;
-        tile.pack_points(go, n, c, count, b);
-        tables[b].template backward<true, true>(tile.input.data(), tile.points.data(), tile.grad_input.data(), ctx.W,
-                                                tile.vx.data(), tile.vy.data());
-        tables[b].add_grid_sums(tile.vx.data(), tile.vy.data(), tile.scratch.data(), ax + slots, ay + slots);
+        sweep_block<true, true>(tables[b], tile, n, c, count, b, ax + slots, ay + slots);
       }
       tile.unpack_grad_input(*grad_input, n, c, count);
     });
@@ -267,9 +273,7 @@ struct Backward {
         const int64_t n = task / tiles, c = (task % tiles) * lanes, count = std::min(lanes, ctx.C - c);
         tile.zero_grad_input();
         for (int64_t b = 0; b < ctx.blocks; ++b) {
-          tile.pack_points(go, n, c, count, b);
-          tables[n * ctx.blocks + b].template backward<true, false>(nullptr, tile.points.data(), tile.grad_input.data(),
-                                                                    ctx.W, nullptr, nullptr);
+          sweep_block<true, false>(tables[n * ctx.blocks + b], tile, n, c, count, b, nullptr, nullptr);
         }
         tile.unpack_grad_input(*grad_input, n, c, count);
       }

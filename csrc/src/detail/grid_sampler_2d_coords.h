@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -123,24 +122,5 @@ struct Cubic {
     d[3] = (3 * A * x - 10 * A) * x + 8 * A;
   }
 };
-
-// All-ones / all-zeros bit masks the size of Acc: ANDing a value with them keeps it or makes it +0
-// exactly (also for Inf and NaN values, where multiplying by 0 would give NaN).
-template <class Acc>
-using MaskBits = std::conditional_t<sizeof(Acc) == 8, uint64_t, uint32_t>;
-
-template <class Acc>
-constexpr MaskBits<Acc> mask_of(bool keep) {
-  return keep ? ~MaskBits<Acc>(0) : MaskBits<Acc>(0);
-}
-
-template <class Acc>
-inline Acc keep_if(Acc value, MaskBits<Acc> mask) {
-  MaskBits<Acc> bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  bits &= mask;
-  std::memcpy(&value, &bits, sizeof(bits));
-  return value;
-}
 
 }  // namespace spatialgrad::detail

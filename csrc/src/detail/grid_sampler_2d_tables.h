@@ -37,6 +37,13 @@ constexpr int64_t kTileLanes = kTileBytes / static_cast<int64_t>(sizeof(Acc));
 template <class Acc>
 using TileVec = detail::Vec<Acc, kTileBytes>;
 
+// *p += v for the tile vector at p (a pixel of an input-gradient tile).
+template <class Acc>
+SPATIALGRAD_INLINE void add_to(Acc* p, const TileVec<Acc>& v) {
+  TileVec<Acc> old;
+  store_u(p, load_u(old, p) + v);
+}
+
 // Grid points per table. A table (corner offsets, weights, masks of its points) is computed once per
 // call and reused for every channel; it stays in L1 while the channel loop runs over it.
 constexpr int64_t kBlock = 256;
@@ -187,12 +194,8 @@ struct BilinearTable {
   // out (the block's point tile) from `tile` (the input tile, rows of W pixels).
   SG_SIMD_CLONES void forward(const Acc* __restrict tile, int64_t W, Acc* __restrict out) const {
     for (int64_t i = 0; i < inner; ++i) {
-      const Acc* s = tile + inner_px[i] * kLanes;
       V nw, ne, sw, se;
-      load_u(nw, s);
-      load_u(ne, s + kLanes);
-      load_u(sw, s + W * kLanes);
-      load_u(se, s + (W + 1) * kLanes);
+      load_corners(tile + inner_px[i] * kLanes, W, nw, ne, sw, se);
       store_u(out + inner_at[i] * kLanes,
               nw * inner_w[0][i] + ne * inner_w[1][i] + sw * inner_w[2][i] + se * inner_w[3][i]);
     }
@@ -216,12 +219,8 @@ struct BilinearTable {
       load_u(gv, g + inner_at[i] * kLanes);
       const int64_t px = inner_px[i];
       if constexpr (kGrid) {
-        const Acc* s = tile + px * kLanes;
         V nw, ne, sw, se;
-        load_u(nw, s);
-        load_u(ne, s + kLanes);
-        load_u(sw, s + W * kLanes);
-        load_u(se, s + (W + 1) * kLanes);
+        load_corners(tile + px * kLanes, W, nw, ne, sw, se);
         store_u(vx + i * kLanes, ((ne - nw) * dist[1][i] + (se - sw) * dist[0][i]) * gv);
         store_u(vy + i * kLanes, ((sw - nw) * dist[3][i] + (se - ne) * dist[2][i]) * gv);
       }
@@ -248,7 +247,7 @@ struct BilinearTable {
 
   // ax[slot] += the lanes of vx[slot] summed (rows.h add_lane_sums), likewise ay: once per channel tile.
   void add_grid_sums(const Acc* vx, const Acc* vy, Acc* scratch, Acc* ax, Acc* ay) const {
-    for (const auto [first, n] : {std::pair<int64_t, int64_t>{0, inner}, {kBlock, edge}}) {
+    for (const auto& [first, n] : {std::pair<int64_t, int64_t>{0, inner}, {kBlock, edge}}) {
       detail::add_lane_sums<kLanes>(vx + first * kLanes, n, scratch, ax + first);
       detail::add_lane_sums<kLanes>(vy + first * kLanes, n, scratch, ay + first);
     }
@@ -266,10 +265,12 @@ struct BilinearTable {
     for (int64_t j = 0; j < edge; ++j) write(kBlock + j);
   }
 
- private:
-  static SPATIALGRAD_INLINE void add_to(Acc* p, const V& v) {
-    V old;
-    store_u(p, load_u(old, p) + v);
+  // The nw, ne, sw, se corners of an inner point whose nw corner is at s (rows of W pixels).
+  static SPATIALGRAD_INLINE void load_corners(const Acc* s, int64_t W, V& nw, V& ne, V& sw, V& se) {
+    load_u(nw, s);
+    load_u(ne, s + kLanes);
+    load_u(sw, s + W * kLanes);
+    load_u(se, s + (W + 1) * kLanes);
   }
 };
 
@@ -309,11 +310,8 @@ struct NearestTable {
   template <bool kScatter, bool kGrid>
   SG_SIMD_CLONES void backward(const Acc*, const Acc* __restrict g, Acc* __restrict gi, int64_t, Acc*, Acc*) const {
     static_assert(!kGrid, "nearest has no grid gradient");
-    V sum, gv;
-    for (int64_t i = 0; i < count; ++i) {
-      Acc* d = gi + px[i] * kLanes;
-      store_u(d, load_u(sum, d) + load_u(gv, g + at[i] * kLanes));
-    }
+    V gv;
+    for (int64_t i = 0; i < count; ++i) add_to(gi + px[i] * kLanes, load_u(gv, g + at[i] * kLanes));
   }
 };
 
@@ -406,10 +404,7 @@ struct BicubicTable {
         const V gx = gv * cx[i][p];
         for (int j = 0; j < 4; ++j) {
           const int64_t pixel = px[j][i][p] * kLanes;
-          if constexpr (kScatter) {
-            V old;
-            store_u(gi + pixel, load_u(old, gi + pixel) + gx * cy[j][p]);
-          }
+          if constexpr (kScatter) add_to(gi + pixel, V(gx * cy[j][p]));
           if constexpr (kGrid) {
             V value;
             const V vg = load_u(value, tile + pixel) * gv;

@@ -89,7 +89,8 @@ SPATIALGRAD_INLINE void horizontal_sums4(const V& p0, const V& p1, const V& p2, 
 
 #if defined(__GNUC__) && !defined(__clang__)
 // One 8x8 float block of transpose(): three rounds of two-input shuffles (unpack, 64-bit pairs,
-// 128-bit halves), which the AVX2 clone compiles to vunpck/vshufps/vperm2f128.
+// 128-bit halves), which the AVX2 clone compiles to vunpck/vshufps/vperm2f128. transpose_half8 does the
+// first two rounds for four rows.
 SPATIALGRAD_INLINE void transpose_half8(const float* a, int64_t a_stride, Vec<float, 32> (&u)[4]) {
   using V = Vec<float, 32>;
   using M = Vec<int32_t, 32>;
@@ -124,7 +125,7 @@ SPATIALGRAD_INLINE void transpose_block8(const float* a, int64_t a_stride, float
 // SSE blocks, then single values (pure moves: no effect on results).
 template <class T>
 SG_SIMD_CLONES void transpose(const T* a, int64_t a_stride, int64_t rows, int64_t cols, T* b, int64_t b_stride) {
-  int64_t rows8 = 0, cols8 = 0, rows4 = 0, cols4 = 0;
+  int64_t rows8 = 0, cols8 = 0;
 #if defined(__GNUC__) && !defined(__clang__)
   if constexpr (std::is_same_v<T, float>) {
     rows8 = rows / 8 * 8;
@@ -134,6 +135,7 @@ SG_SIMD_CLONES void transpose(const T* a, int64_t a_stride, int64_t rows, int64_
         transpose_block8(a + i * a_stride + j, a_stride, b + j * b_stride + i, b_stride);
   }
 #endif
+  int64_t rows4 = rows8, cols4 = cols8;  // the part done in blocks
 #if defined(__SSE2__)
   if constexpr (sizeof(T) == 4) {
     rows4 = rows / 4 * 4;
