@@ -22,41 +22,41 @@ constexpr const char* kForward = "grid_sampler_2d";
 constexpr const char* kBackward = "grid_sampler_2d_backward";
 // ---- tiles ---------------------------------------------------------------------------------------------
 
-// A thread's tiles (grid_sampler_2d_tables.h): an input tile and an input-gradient tile of H * W + 1
-// pixels, a point tile of a table block, and the scratch of pack_lanes / unpack_lanes, all of
-// kTileLanes channels. Allocated once per thread and task loop.
+// A thread's tiles (grid_sampler_2d_tables.h): an input tile and an input-gradient tile of
+// ctx.layout.pixels pixels, a point tile of a table block, and the scratch of pack_lanes / unpack_lanes,
+// all of kTileLanes channels. Allocated once per thread and task loop; the input tile's framing pixels
+// are zero from here on (packing writes only the image's pixels).
 template <class T>
 struct Tiles {
   using Acc = AccType<T>;
   static constexpr int64_t kLanes = kTileLanes<Acc>;
   const Context<T>& ctx;
   std::vector<Acc> input, grad_input, points, scratch;
-  std::vector<Acc> vx, vy;  // the grid-gradient terms of a block's slots (tables' backward<, true>)
 
-  Tiles(const Context<T>& c, bool with_input, bool with_grad_input, bool with_grid = false)
+  Tiles(const Context<T>& c, bool with_input, bool with_grad_input)
       : ctx(c),
-        input(with_input ? static_cast<size_t>((c.H * c.W + 1) * kLanes) : 0),
-        grad_input(with_grad_input ? static_cast<size_t>((c.H * c.W + 1) * kLanes) : 0),
+        input(with_input ? static_cast<size_t>(c.layout.pixels * kLanes) : 0),
+        grad_input(with_grad_input ? static_cast<size_t>(c.layout.pixels * kLanes) : 0),
         points(static_cast<size_t>(kBlock * kLanes)),
-        scratch(static_cast<size_t>(std::max(c.W, kBlock) * kLanes)),
-        vx(with_grid ? static_cast<size_t>(2 * kBlock * kLanes) : 0),
-        vy(vx.size()) {}
+        scratch(static_cast<size_t>(std::max(c.W, kBlock) * kLanes)) {}
 
-  // The input tile of channels [c, c + count) of batch n; its last pixel is zero.
+  Acc* image_row(std::vector<Acc>& tile, int64_t h) const {
+    return tile.data() + int64_t{ctx.layout.pixel(static_cast<int32_t>(h), 0)} * kLanes;
+  }
+  // The input tile of channels [c, c + count) of batch n.
   void pack_input(int64_t n, int64_t c, int64_t count) {
     const View4<const T>& in = ctx.input;
     for (int64_t h = 0; h < ctx.H; ++h) {
       detail::pack_lanes<kLanes>(in.plane(n, c) + h * in.s2, in.s1, count, in.s3, ctx.W, scratch.data(),
-                                 input.data() + h * ctx.W * kLanes);
+                                 image_row(input, h));
     }
-    std::fill(input.end() - kLanes, input.end(), Acc(0));
   }
   void zero_grad_input() { std::fill(grad_input.begin(), grad_input.end(), Acc(0)); }
-  // Writes the input-gradient tile to channels [c, c + count) of batch n of gi.
+  // Writes the image pixels of the input-gradient tile to channels [c, c + count) of batch n of gi.
   void unpack_grad_input(const View4<T>& gi, int64_t n, int64_t c, int64_t count) {
     for (int64_t h = 0; h < ctx.H; ++h) {
-      detail::unpack_lanes<kLanes>(grad_input.data() + h * ctx.W * kLanes, ctx.W, count, scratch.data(),
-                                   gi.plane(n, c) + h * gi.s2, gi.s1, gi.s3);
+      detail::unpack_lanes<kLanes>(image_row(grad_input, h), ctx.W, count, scratch.data(), gi.plane(n, c) + h * gi.s2,
+                                   gi.s1, gi.s3);
     }
   }
 
@@ -144,7 +144,7 @@ void forward_kernel(const Context<T>& ctx, const View4<T>& out) {
       for_channel_tiles<Acc>(c0, c1, [&](int64_t c, int64_t count) {
         tile.pack_input(n, c, count);
         for (int64_t b = b0; b < b1; ++b) {
-          tables[b - b0].forward(tile.input.data(), ctx.W, tile.points.data());
+          tables[b - b0].forward(tile.input.data(), ctx.layout.row, tile.points.data());
           tile.unpack_points(out, n, c, count, b);
         }
       });
@@ -162,9 +162,30 @@ void write_zero_grid_grad(const Context<T>& ctx, const View4<T>& gg) {
       }
 }
 
-// Backward. Every written element is summed in one fixed order (grid gradient: channel tiles in order,
-// the lanes of a tile in lane order (rows.h add_lane_sums); input gradient: tables in block order, slots in table
-// order), whatever the split, so results are bitwise identical for any thread count and no atomics are needed:
+// The grid-gradient sums of a run of tables: per point, a vector of kTileLanes per axis that adds up the
+// channel tiles lane by lane; write_grid_grad sums its lanes at the end.
+template <class Acc>
+struct GridSums {
+  static constexpr int64_t kPerBlock = kBlock * kTileLanes<Acc>;
+  std::vector<Acc> x, y;
+
+  explicit GridSums(int64_t blocks) : x(static_cast<size_t>(blocks * kPerBlock)), y(x.size()) {}
+  void zero(int64_t blocks) {
+    std::fill(x.begin(), x.begin() + blocks * kPerBlock, Acc(0));
+    std::fill(y.begin(), y.begin() + blocks * kPerBlock, Acc(0));
+  }
+  Acc* x_of(int64_t block) { return x.data() + block * kPerBlock; }
+  Acc* y_of(int64_t block) { return y.data() + block * kPerBlock; }
+};
+
+// The fused backward keeps a whole batch's grid sums, so it is used only while they stay about the size
+// of L2 (more blocks take the two-pass split, whose runs are at most kMaxRunBlocks).
+constexpr int64_t kMaxFusedBlocks = 32;
+
+// Backward. Every written element is summed in one fixed order (grid gradient: per lane the channel
+// tiles in order, then the lanes in lane order (rows.h add_lane_sums); input gradient: tables in block
+// order, points in table order), whatever the split, so results are bitwise identical for any thread
+// count and no atomics are needed:
 //  - fused, when every thread gets at least two batches: a task owns whole batches and does both
 //    gradients in one sweep per channel tile (one read of grad_output and of the tables);
 //  - otherwise two passes: (1) per (batch, run): build the tables and sum the grid gradient of their
@@ -180,62 +201,57 @@ struct Backward {
   int64_t threads;
 
   // One table's backward for channels [c, c + count) of batch n: packs block b of grad_output, then
-  // kScatter adds into the tile's input gradient, kGrid adds the channel sums to the slots of ax, ay.
+  // kScatter adds into the tile's input gradient, kGrid adds to the block's grid sums vx, vy.
   template <bool kScatter, bool kGrid>
-  void sweep_block(const Table& table, Tiles<T>& tile, int64_t n, int64_t c, int64_t count, int64_t b, Acc* ax,
-                   Acc* ay) const {
+  void sweep_block(const Table& table, Tiles<T>& tile, int64_t n, int64_t c, int64_t count, int64_t b, Acc* vx,
+                   Acc* vy) const {
     tile.pack_points(go, n, c, count, b);
     table.template backward<kScatter, kGrid>(kGrid ? tile.input.data() : nullptr, tile.points.data(),
-                                             kScatter ? tile.grad_input.data() : nullptr, ctx.W, tile.vx.data(),
-                                             tile.vy.data());
-    if constexpr (kGrid) table.add_grid_sums(tile.vx.data(), tile.vy.data(), tile.scratch.data(), ax, ay);
+                                             kScatter ? tile.grad_input.data() : nullptr, ctx.layout.row, vx, vy);
   }
 
-  // The grid gradient of the blocks [b0, b1) of batch n, whose tables are `tables` (slots of ax, ay).
-  void sum_grid_grad(const Table* tables, Tiles<T>& tile, int64_t n, int64_t b0, int64_t b1, Acc* ax, Acc* ay) const {
-    std::fill(ax, ax + 2 * kBlock * (b1 - b0), Acc(0));
-    std::fill(ay, ay + 2 * kBlock * (b1 - b0), Acc(0));
+  // The grid gradient of the blocks [b0, b1) of batch n, whose tables are `tables`.
+  void sum_grid_grad(const Table* tables, Tiles<T>& tile, int64_t n, int64_t b0, int64_t b1,
+                     GridSums<Acc>& sums) const {
+    sums.zero(b1 - b0);
     for_channel_tiles<Acc>(0, ctx.C, [&](int64_t c, int64_t count) {
       tile.pack_input(n, c, count);
       for (int64_t b = b0; b < b1; ++b) {
-        const int64_t slots = 2 * kBlock * (b - b0);
-        sweep_block<false, true>(tables[b - b0], tile, n, c, count, b, ax + slots, ay + slots);
+        sweep_block<false, true>(tables[b - b0], tile, n, c, count, b, sums.x_of(b - b0), sums.y_of(b - b0));
       }
     });
-    write_grid_grad(tables, n, b0, b1, ax, ay);
+    write_grid_grads(tables, tile, n, b0, b1, sums);
   }
 
-  void write_grid_grad(const Table* tables, int64_t n, int64_t b0, int64_t b1, const Acc* ax, const Acc* ay) const {
+  void write_grid_grads(const Table* tables, Tiles<T>& tile, int64_t n, int64_t b0, int64_t b1,
+                        GridSums<Acc>& sums) const {
     for (int64_t b = b0; b < b1; ++b) {
-      const int64_t slots = 2 * kBlock * (b - b0);
-      tables[b - b0].write_grid_grad(ctx, *grad_grid, n, ax + slots, ay + slots);
+      write_grid_grad(tables[b - b0], ctx, *grad_grid, n, b, sums.x_of(b - b0), sums.y_of(b - b0), tile.scratch.data());
     }
   }
 
   // Both gradients of batch n in one sweep per channel tile (the fused split).
-  void fused_batch(Table* tables, Tiles<T>& tile, int64_t n, Acc* ax, Acc* ay) const {
+  void fused_batch(Table* tables, Tiles<T>& tile, int64_t n, GridSums<Acc>& sums) const {
     for (int64_t b = 0; b < ctx.blocks; ++b) tables[b].build(ctx, n, b, true);
-    std::fill(ax, ax + 2 * kBlock * ctx.blocks, Acc(0));
-    std::fill(ay, ay + 2 * kBlock * ctx.blocks, Acc(0));
+    sums.zero(ctx.blocks);
     for_channel_tiles<Acc>(0, ctx.C, [&](int64_t c, int64_t count) {
       tile.pack_input(n, c, count);
       tile.zero_grad_input();
       for (int64_t b = 0; b < ctx.blocks; ++b) {
-        const int64_t slots = 2 * kBlock * b;
-        sweep_block<true, true>(tables[b], tile, n, c, count, b, ax + slots, ay + slots);
+        sweep_block<true, true>(tables[b], tile, n, c, count, b, sums.x_of(b), sums.y_of(b));
       }
       tile.unpack_grad_input(*grad_input, n, c, count);
     });
-    write_grid_grad(tables, n, 0, ctx.blocks, ax, ay);
+    write_grid_grads(tables, tile, n, 0, ctx.blocks, sums);
   }
 
   void run_fused() const {
     const int64_t work = ctx.points * (ctx.C * 2 * Table::kCost + 10) + 3 * ctx.C * ctx.H * ctx.W;
     parallel_for(0, ctx.N, grain_for(work), [&](int64_t lo, int64_t hi) {
       std::unique_ptr<Table[]> tables = new_tables<Table>(std::max<int64_t>(ctx.blocks, 1));
-      std::vector<Acc> ax(static_cast<size_t>(2 * kBlock * ctx.blocks)), ay(ax.size());
-      Tiles<T> tile(ctx, true, true, true);
-      for (int64_t n = lo; n < hi; ++n) fused_batch(tables.get(), tile, n, ax.data(), ay.data());
+      GridSums<Acc> sums(ctx.blocks);
+      Tiles<T> tile(ctx, true, true);
+      for (int64_t n = lo; n < hi; ++n) fused_batch(tables.get(), tile, n, sums);
     });
   }
 
@@ -248,16 +264,16 @@ struct Backward {
     parallel_for(0, runs.count, grain_for(work), [&](int64_t lo, int64_t hi) {
       std::unique_ptr<Table[]> local;
       if (!kept) local = new_tables<Table>(runs.blocks_per_run);
-      std::vector<Acc> ax(with_grad ? 2 * kBlock * runs.blocks_per_run : 0), ay(ax.size());
+      GridSums<Acc> sums(with_grad ? runs.blocks_per_run : 0);
       std::unique_ptr<Tiles<T>> tile;
-      if (with_grad) tile = std::make_unique<Tiles<T>>(ctx, true, false, true);
+      if (with_grad) tile = std::make_unique<Tiles<T>>(ctx, true, false);
       for (int64_t run = lo; run < hi; ++run) {
         const int64_t n = run / runs.per_batch, b0 = (run % runs.per_batch) * runs.blocks_per_run;
         const int64_t b1 = std::min(ctx.blocks, b0 + runs.blocks_per_run);
         Table* run_tables = kept ? &kept[n * ctx.blocks + b0] : local.get();
         for (int64_t b = b0; b < b1; ++b) run_tables[b - b0].build(ctx, n, b, with_grad);
         if constexpr (Table::kHasGridGrad) {
-          if (with_grad) sum_grid_grad(run_tables, *tile, n, b0, b1, ax.data(), ay.data());
+          if (with_grad) sum_grid_grad(run_tables, *tile, n, b0, b1, sums);
         }
       }
     });
@@ -287,7 +303,9 @@ struct Backward {
     const int64_t units = ctx.N * ctx.blocks;
     if (units == 0 && grad_input == nullptr) return;
     if constexpr (Table::kHasGridGrad) {
-      if (grad_input != nullptr && with_grad && ctx.N >= 2 * threads) return run_fused();
+      if (grad_input != nullptr && with_grad && ctx.N >= 2 * threads && ctx.blocks <= kMaxFusedBlocks) {
+        return run_fused();
+      }
     }
     std::unique_ptr<Table[]> tables;
     if (grad_input != nullptr && units > 0) tables = new_tables<Table>(units);
@@ -326,7 +344,7 @@ void dispatch_table(GridSamplerInterpolation interpolation, Fn&& fn) {
 template <class T>
 void run_forward(const TensorView& input, const TensorView& grid, const TensorView& output,
                  const GridSampler2dParams& params) {
-  const Context<T> ctx = make_context<T>(input, grid, output, params);
+  const Context<T> ctx = make_context<T>(kForward, input, grid, output, params);
   dispatch_table<T>(detail::interpolation_of(params), [&](auto table_tag) {
     forward_kernel<T, typename decltype(table_tag)::type>(ctx, view4<T>(output));
   });
@@ -337,7 +355,7 @@ void run_forward(const TensorView& input, const TensorView& grid, const TensorVi
 template <class T>
 void run_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grid,
                   const TensorView* grad_input, const TensorView* grad_grid, const GridSampler2dParams& params) {
-  const Context<T> ctx = make_context<T>(input, grid, grad_output, params);
+  const Context<T> ctx = make_context<T>(kBackward, input, grid, grad_output, params);
   const bool want_input = grad_input != nullptr && !grad_input->is_empty();
   const View4<T> gi = want_input ? view4<T>(*grad_input) : View4<T>{};
   const View4<T> gg = grad_grid ? view4<T>(*grad_grid) : View4<T>{};

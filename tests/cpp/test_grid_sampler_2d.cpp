@@ -3,9 +3,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <tuple>
 #include <vector>
 
+#include "detail/grid_sampler_2d_coords.h"
 #include "spatialgrad/grid_sampler_2d.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"
@@ -180,27 +182,114 @@ TEST_P(GridSamplerSweep, ForwardAndBackwardMatchNaiveLoops) {
 INSTANTIATE_TEST_SUITE_P(AllModes, GridSamplerSweep,
                          ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Values(0, 1, 2), ::testing::Bool()));
 
+// floor_of (the vectorisable floor) gives std::floor's bits, at and around every integer and half,
+// at the float/double integer limits, for signed zeros, subnormals, infinities and NaN.
+template <class T>
+void expect_floor_of_is_floor() {
+  const T inf = std::numeric_limits<T>::infinity(), big = T(1) / std::numeric_limits<T>::epsilon();
+  std::vector<T> values = {T(0),
+                           -T(0),
+                           inf,
+                           -inf,
+                           std::numeric_limits<T>::denorm_min(),
+                           -std::numeric_limits<T>::denorm_min(),
+                           std::numeric_limits<T>::max(),
+                           std::numeric_limits<T>::lowest(),
+                           big,
+                           -big,
+                           2 * big,
+                           -2 * big};
+  for (T base = -70; base <= 70; base += T(0.5)) {
+    for (T v : {base, std::nextafter(base, -inf), std::nextafter(base, inf)}) values.push_back(v);
+  }
+  for (T v : {big, -big, big / 2, -big / 2}) {
+    values.push_back(std::nextafter(v, -inf));
+    values.push_back(std::nextafter(v, inf));
+  }
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> exponent(-30, 30);
+  for (int i = 0; i < 20000; ++i) values.push_back(static_cast<T>((i % 2 ? 1 : -1) * std::exp2(exponent(rng))));
+  for (T v : values) {
+    const T expected = std::floor(v), got = detail::floor_of(v);
+    EXPECT_EQ(std::memcmp(&expected, &got, sizeof(T)), 0) << v << ": " << got << " != " << expected;
+  }
+  EXPECT_TRUE(std::isnan(detail::floor_of(std::numeric_limits<T>::quiet_NaN())));
+}
+
+TEST(GridSamplerCoords, FloorOfIsFloor) {
+  expect_floor_of_is_floor<float>();
+  expect_floor_of_is_floor<double>();
+}
+
+// source_coordinates (a block at once, vectorised) gives source_coordinate's value and derivative bits
+// for every padding, both alignments, axes of 1, 2 and more pixels, values inside, at the edges, beyond
+// one reflection, huge and non-finite, and block lengths around the vector width.
+template <class T>
+void expect_block_coordinates_match_scalar() {
+  const T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  std::vector<T> values;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> uniform(-4.5, 4.5);
+  for (int i = 0; i < 600; ++i) values.push_back(static_cast<T>(uniform(rng)));
+  // Each special value once among random ones (in its own vector), then eight of it (one whole vector).
+  const T specials[] = {T(-1), T(1), T(0), -T(0), T(3), T(-3), T(5), T(-5), T(1.5), nan, inf, -inf, T(1e30), T(-1e30)};
+  for (size_t k = 0; k < std::size(specials); ++k) {
+    values[16 * k + 3] = specials[k];
+    values.insert(values.end(), 8, specials[k]);
+  }
+  for (int64_t size : {1, 2, 5, 64})
+    for (int padding : {0, 1, 2})
+      for (bool align : {false, true})
+        for (size_t n : {size_t{1}, size_t{7}, size_t{9}, size_t{16}, values.size()}) {
+          const auto pad = static_cast<GridSamplerPadding>(padding);
+          std::vector<T> value(n), grad(n);
+          detail::source_coordinates(values.data(), static_cast<int64_t>(n), size, pad, align, value.data(),
+                                     grad.data());
+          for (size_t i = 0; i < n; ++i) {
+            const detail::CoordGrad<T> c = detail::source_coordinate(values[i], size, pad, align);
+            SCOPED_TRACE(::testing::Message()
+                         << "size " << size << " padding " << padding << " align " << align << " value " << values[i]);
+            if (std::isnan(c.value)) {
+              EXPECT_TRUE(std::isnan(value[i]));
+            } else {
+              EXPECT_EQ(std::memcmp(&value[i], &c.value, sizeof(T)), 0) << value[i] << " != " << c.value;
+            }
+            EXPECT_EQ(std::memcmp(&grad[i], &c.grad, sizeof(T)), 0) << grad[i] << " != " << c.grad;
+          }
+        }
+}
+
+TEST(GridSamplerCoords, BlockCoordinatesMatchScalar) {
+  expect_block_coordinates_match_scalar<float>();
+  expect_block_coordinates_match_scalar<double>();
+}
+
 // The kernels work on tiles of 4 double / 8 float channels (a partial last tile is zero-padded) and on
 // blocks of 256 grid points: channel counts below, at and above a tile, blocks that span grid rows, and
 // rows of the input wider than a transpose block, against the naive loops.
+// Reflection takes grid values to +-3.2, beyond one reflection of the image (the vectorised
+// coordinates hand those lanes back to the scalar formula).
 TEST(GridSampler2d, ChannelTilesMatchNaiveLoops) {
   for (int64_t C : {4, 8, 11})
     for (int mode : {0, 1, 2})
-      for (int padding : {0, 1}) {
-        const NaiveGridSampler ref{mode, padding, false};
-        const int64_t N = 2, H = 9, W = 70, Ho = 19, Wo = 23;
-        auto x = random_tensor<double>({N, C, H, W}, 51);
-        auto grid = random_tensor<double>({N, Ho, Wo, 2}, 52, -1.3, 1.3);
-        auto g = random_tensor<double>({N, C, Ho, Wo}, 53);
-        OwnedTensor<double> y({N, C, Ho, Wo}), gi(x.view.sizes()), gg(grid.view.sizes());
-        grid_sampler_2d(x.view, grid.view, y.view, params_of(ref));
-        grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, params_of(ref));
-        const Reference r = naive(ref, x, grid, g);
-        SCOPED_TRACE(::testing::Message() << "C=" << C << " mode=" << mode << " padding=" << padding);
-        testing::expect_all_near(y.storage, r.out, 1e-12);
-        testing::expect_all_near(gi.storage, r.grad_input, 1e-12);
-        testing::expect_all_near(gg.storage, r.grad_grid, 1e-10);
-      }
+      for (int padding : {0, 1, 2})
+        for (bool align : {false, true}) {
+          const NaiveGridSampler ref{mode, padding, align};
+          const int64_t N = 2, H = 9, W = 70, Ho = 19, Wo = 23;
+          const double reach = padding == 2 ? 3.2 : 1.3;
+          auto x = random_tensor<double>({N, C, H, W}, 51);
+          auto grid = random_tensor<double>({N, Ho, Wo, 2}, 52, -reach, reach);
+          auto g = random_tensor<double>({N, C, Ho, Wo}, 53);
+          OwnedTensor<double> y({N, C, Ho, Wo}), gi(x.view.sizes()), gg(grid.view.sizes());
+          grid_sampler_2d(x.view, grid.view, y.view, params_of(ref));
+          grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, params_of(ref));
+          const Reference r = naive(ref, x, grid, g);
+          SCOPED_TRACE(::testing::Message()
+                       << "C=" << C << " mode=" << mode << " padding=" << padding << " align=" << align);
+          testing::expect_all_near(y.storage, r.out, 1e-12);
+          testing::expect_all_near(gi.storage, r.grad_input, 1e-12);
+          testing::expect_all_near(gg.storage, r.grad_grid, 1e-10);
+        }
 }
 
 // A channels-last copy of x (same values, strides (H*W*C, 1, W*C, C)), which the tiles read through
@@ -481,6 +570,19 @@ TEST(GridSampler2d, ValidationErrors) {
   forward_error(x.view, grid.view, y.view, bad, ErrorKind::kInvalidArgument,
                 "expected padding_mode in {0 (zeros), 1 (border), 2 (reflection)}, but got -1");
   backward_error(y.view, x.view, grid.view, bad, ErrorKind::kInvalidArgument, "expected padding_mode in");
+  // Planes too large for the kernel's int32 pixel numbers: refused before any element is read (the
+  // view's data is a single float).
+  float one = 1;
+  const TensorView huge(&one, DType::kFloat32, {1, 1, 46342, 46342}, {0, 0, 0, 0});
+  OwnedTensor<float> grid1({1, 1, 1, 2}), y1({1, 1, 1, 1});
+  forward_error(huge, grid1.view, y1.view, p, ErrorKind::kOverflow,
+                "grid_sampler_2d(): expected input planes with (H + 3) * (W + 2) < 2^31 (the CPU kernel's int32 pixel "
+                "numbers), but got H x W = 46342 x 46342");
+  expect_error(
+      [&] {
+        grid_sampler_2d_backward(y1.view, huge, grid1.view, y1.view, grid1.view, p, {false, true});
+      },
+      ErrorKind::kOverflow, "grid_sampler_2d_backward(): expected input planes with");
   // Ranks.
   OwnedTensor<float> x3({3, 4, 5}), grid3({2, 6, 7}), y3({3, 6, 7});
   forward_error(x3.view, grid.view, y.view, p, ErrorKind::kInvalidArgument,

@@ -6,11 +6,14 @@
 // +-Inf) to coordinate 0; zeros padding keeps NaN, whose corners are then all out of bounds.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
+#include "simd.h"
 #include "spatialgrad/grid_sampler_2d.h"  // GridSamplerPadding
 
 namespace spatialgrad::detail {
@@ -88,6 +91,104 @@ inline CoordGrad<Acc> source_coordinate(Acc x, int64_t size, GridSamplerPadding 
   const CoordGrad<Acc> u = unnormalize(x, size, align_corners);
   const CoordGrad<Acc> p = apply_padding(u.value, size, padding, align_corners);
   return {p.value, u.grad * p.grad};
+}
+
+// std::floor(x), exactly (default rounding mode), in a form GCC vectorises (it vectorises neither floor
+// nor a compare-and-select after nearbyint under the default -ftrapping-math): r = nearbyint(x) is floor
+// or floor + 1, and it is floor + 1 exactly when x - r is negative, which its sign bit says. x - r is +0
+// for integral x (also -0); NaN and +-Inf pass through (r - 0 or r - 1 is r).
+template <class Acc>
+SPATIALGRAD_INLINE Acc floor_of(Acc x) {
+  using Bits = std::conditional_t<sizeof(Acc) == 4, uint32_t, uint64_t>;
+  const Acc r = std::nearbyint(x);
+  const Acc t = x - r;
+  Bits bits;
+  std::memcpy(&bits, &t, sizeof bits);
+  return r - static_cast<Acc>(static_cast<int32_t>(bits >> (8 * sizeof(Acc) - 1)));
+}
+
+// ---- a block of coordinates at once -----------------------------------------------------------------
+// The same values and derivatives as source_coordinate, for n grid values of one axis, written as
+// branch-free loops (the padding chosen outside them) that the compiler vectorises.
+
+// clip() without branches: the value, and whether it moves with ix (derivative 1, else 0). GCC
+// vectorises these loops only while every comparison is made unconditionally (& for &&) and no
+// arithmetic follows a select (it will not speculate a trapping operation under -ftrapping-math), so the
+// derivatives below are selected whole, with the signs and zeros that the scalar products give.
+template <class Acc>
+SPATIALGRAD_INLINE Acc clip_to(Acc ix, Acc high, bool& moves) {
+  const bool above = ix > 0, below = ix < high;
+  const Acc below_high = below ? ix : high;
+  moves = above & below;
+  return above ? below_high : Acc(0);
+}
+
+// reflect() then clip() for a vector u of unnormalised coordinates, written with vector operations (GCC
+// does not vectorise the scalar form: its selects become branches). Exact for the lanes within one
+// period of the low edge (all of them when the grid stays within a reflection of the image), where fmod
+// is the identity; returns false when some lane is not (NaN, Inf, farther), for the caller to redo.
+// grad = scale * (reflection sign * clip derivative), with the signed zeros of those products.
+template <class V, class Acc>
+SPATIALGRAD_INLINE bool reflect_lanes(const V& u, Acc low, Acc span, Acc high, Acc scale, V& value, V& grad) {
+  const V in = u - low;
+  const auto negative = in < 0;
+  const V distance = negative ? -in : in;
+  const auto within = distance < 2 * span;  // false for NaN and +-Inf
+  const auto mirrored = distance > span;
+  const V reflected = (mirrored ? 2 * span - distance : distance) + low;
+  const auto above = reflected > 0, below = reflected < high;
+  value = above ? (below ? reflected : V{} + high) : V{};
+  const auto flip = negative != mirrored;
+  const V zero{};
+  grad = (above & below) ? (flip ? zero - scale : zero + scale) : (flip ? -zero : zero);
+  for (int k = 0; k < static_cast<int>(sizeof(V) / sizeof(Acc)); ++k) {
+    if (!within[k]) return false;
+  }
+  return true;
+}
+
+template <class Acc>
+SG_SIMD_CLONES void source_coordinates(const Acc* __restrict g, int64_t n, int64_t size, GridSamplerPadding padding,
+                                       bool align_corners, Acc* __restrict value, Acc* __restrict grad) {
+  const CoordGrad<Acc> at_zero = unnormalize(Acc(0), size, align_corners);
+  const Acc scale = at_zero.grad, shift = align_corners ? Acc(0) : Acc(0.5);  // x - 0 == x, also for -0
+  const Acc high = static_cast<Acc>(size - 1);
+  if (padding == GridSamplerPadding::kZeros) {
+    for (int64_t i = 0; i < n; ++i) {
+      value[i] = (g[i] + 1) * scale - shift;
+      grad[i] = scale;
+    }
+  } else if (padding == GridSamplerPadding::kBorder) {
+    for (int64_t i = 0; i < n; ++i) {
+      bool moves;
+      value[i] = clip_to((g[i] + 1) * scale - shift, high, moves);
+      grad[i] = moves ? scale : Acc(0);
+    }
+  } else {
+    using V = Vec<Acc, 32>;
+    constexpr int64_t kLanes = kVecLanes<Acc, 32>;
+    const Acc low = align_corners ? Acc(0) : Acc(-0.5);
+    const Acc span = align_corners ? high : static_cast<Acc>(size);  // as reflect(): half the period
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      V x, v, d;
+      if (reflect_lanes(V((load_u(x, g + i) + 1) * scale - shift), low, span, high, scale, v, d)) {
+        store_u(value + i, v);
+        store_u(grad + i, d);
+        continue;
+      }
+      for (int64_t k = i; k < i + kLanes; ++k) {
+        const CoordGrad<Acc> c = source_coordinate(g[k], size, padding, align_corners);
+        value[k] = c.value;
+        grad[k] = c.grad;
+      }
+    }
+    for (; i < n; ++i) {
+      const CoordGrad<Acc> c = source_coordinate(g[i], size, padding, align_corners);
+      value[i] = c.value;
+      grad[i] = c.grad;
+    }
+  }
 }
 
 // True when an integral-valued coordinate names a pixel of an axis of `size` (false for NaN): the only
