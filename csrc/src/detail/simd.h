@@ -13,6 +13,7 @@
 // functions of convert.h and rows.h; the CPU test is cpu.h.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -121,43 +122,57 @@ SPATIALGRAD_INLINE void transpose_block8(const float* a, int64_t a_stride, float
 }
 #endif
 
-// b[j * b_stride + i] = a[i * a_stride + j] for i < rows, j < cols: 8x8 float blocks (GCC), then 4x4
-// SSE blocks, then single values (pure moves: no effect on results).
+#if defined(__SSE2__)
+SPATIALGRAD_INLINE void transpose_block4(const float* a, int64_t a_stride, float* b, int64_t b_stride) {
+  __m128 r0 = _mm_loadu_ps(a), r1 = _mm_loadu_ps(a + a_stride);
+  __m128 r2 = _mm_loadu_ps(a + 2 * a_stride), r3 = _mm_loadu_ps(a + 3 * a_stride);
+  _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+  _mm_storeu_ps(b, r0);
+  _mm_storeu_ps(b + b_stride, r1);
+  _mm_storeu_ps(b + 2 * b_stride, r2);
+  _mm_storeu_ps(b + 3 * b_stride, r3);
+}
+#endif
+
+// Calls block(i, j) for i in [i0, i1), j in [j0, j1), both in steps of `step`; nothing when either range
+// is empty (the callers' edge regions often are, and an empty inner loop per row cost as much as the
+// blocks for the 64 x 8 shapes of the grid sampler's tiles).
+template <class Block>
+SPATIALGRAD_INLINE void for_blocks(int64_t i0, int64_t i1, int64_t j0, int64_t j1, int64_t step, Block&& block) {
+  if (i0 >= i1 || j0 >= j1) return;
+  for (int64_t i = i0; i < i1; i += step)
+    for (int64_t j = j0; j < j1; j += step) block(i, j);
+}
+
+// b[j * b_stride + i] = a[i * a_stride + j] for i < rows, j < cols: 8x8 float blocks (GCC) over
+// [0, rows8) x [0, cols8), 4x4 SSE blocks over the rest of [0, rows4) x [0, cols4), then single values
+// (pure moves: no effect on results).
 template <class T>
 SG_SIMD_CLONES void transpose(const T* a, int64_t a_stride, int64_t rows, int64_t cols, T* b, int64_t b_stride) {
-  int64_t rows8 = 0, cols8 = 0;
-#if defined(__GNUC__) && !defined(__clang__)
+  int64_t rows8 = 0, cols8 = 0, rows4 = 0, cols4 = 0;
+  auto one = [&](int64_t i, int64_t j) { b[j * b_stride + i] = a[i * a_stride + j]; };
   if constexpr (std::is_same_v<T, float>) {
+#if defined(__GNUC__) && !defined(__clang__)
     rows8 = rows / 8 * 8;
     cols8 = cols / 8 * 8;
-    for (int64_t i = 0; i < rows8; i += 8)
-      for (int64_t j = 0; j < cols8; j += 8)
-        transpose_block8(a + i * a_stride + j, a_stride, b + j * b_stride + i, b_stride);
-  }
+    for_blocks(0, rows8, 0, cols8, 8, [&](int64_t i, int64_t j) {
+      transpose_block8(a + i * a_stride + j, a_stride, b + j * b_stride + i, b_stride);
+    });
 #endif
-  int64_t rows4 = rows8, cols4 = cols8;  // the part done in blocks
 #if defined(__SSE2__)
-  if constexpr (sizeof(T) == 4) {
     rows4 = rows / 4 * 4;
     cols4 = cols / 4 * 4;
-    for (int64_t i = 0; i < rows4; i += 4) {
-      for (int64_t j = i < rows8 ? cols8 : 0; j < cols4; j += 4) {
-        const float* in = reinterpret_cast<const float*>(a + i * a_stride + j);
-        __m128 r0 = _mm_loadu_ps(in), r1 = _mm_loadu_ps(in + a_stride);
-        __m128 r2 = _mm_loadu_ps(in + 2 * a_stride), r3 = _mm_loadu_ps(in + 3 * a_stride);
-        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-        float* out = reinterpret_cast<float*>(b + j * b_stride + i);
-        _mm_storeu_ps(out, r0);
-        _mm_storeu_ps(out + b_stride, r1);
-        _mm_storeu_ps(out + 2 * b_stride, r2);
-        _mm_storeu_ps(out + 3 * b_stride, r3);
-      }
-    }
-  }
+    auto block4 = [&](int64_t i, int64_t j) {
+      transpose_block4(a + i * a_stride + j, a_stride, b + j * b_stride + i, b_stride);
+    };
+    for_blocks(0, rows8, cols8, cols4, 4, block4);
+    for_blocks(rows8, rows4, 0, cols4, 4, block4);
 #endif
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = i < rows4 ? cols4 : 0; j < cols; ++j) b[j * b_stride + i] = a[i * a_stride + j];
   }
+  rows4 = std::max(rows4, rows8);
+  cols4 = std::max(cols4, cols8);
+  for_blocks(0, rows4, cols4, cols, 1, one);
+  for_blocks(rows4, rows, 0, cols, 1, one);
 }
 
 // The dense case: b[j * rows + i] = a[i * cols + j].
