@@ -9,22 +9,23 @@
 #include "spatialgrad/grid_sampler_2d.h"
 #include "spatialgrad/ms_deform_attn.h"
 #include "spatialgrad/parallel.h"
-#include "spatialgrad/upsample_bilinear2d.h"
 #include "spatialgrad/roi_align.h"
+#include "spatialgrad/upsample_bilinear2d.h"
 
 namespace sg = spatialgrad;
 
 namespace {
 
-// Uniform values in [-1, 1) as float32, or rounded to float16/bfloat16 storage.
+// Uniform values in [-scale, scale) as float32, or rounded to float16/bfloat16 storage.
 struct Buffer {
   std::vector<float> data;
   std::vector<uint16_t> half_data;
   sg::TensorView view;
-  explicit Buffer(std::vector<int64_t> sizes, uint32_t seed = 0, sg::DType dtype = sg::DType::kFloat32) {
+  explicit Buffer(std::vector<int64_t> sizes, uint32_t seed = 0, sg::DType dtype = sg::DType::kFloat32,
+                  float scale = 1.0f) {
     data.resize(static_cast<size_t>(sg::checked_numel(sizes)));
     std::mt19937 gen(seed);
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::uniform_real_distribution<float> dist(-scale, scale);
     for (auto& v : data) v = dist(gen);
     if (dtype == sg::DType::kFloat32) {
       view = sg::TensorView(data.data(), dtype, std::move(sizes));
@@ -114,26 +115,37 @@ BENCHMARK(BM_upsample_bilinear2d_backward)
     ->UseRealTime();
 
 // grid_sampler_2d at the standard shape: input (8,32,64,64), grid (8,64,64,2) uniform in [-1.1, 1.1].
-// Arg 0: threads; arg 1: interpolation mode (0 bilinear, 1 nearest, 2 bicubic); zeros padding.
+// Arg 0: threads; arg 1: interpolation mode (0 bilinear, 1 nearest, 2 bicubic); zeros padding; arg 2:
+// dtype (bilinear only in float16 / bfloat16).
 void BM_grid_sampler_2d_forward(benchmark::State& state) {
   set_threads(state);
   sg::GridSampler2dParams p;
   p.interpolation_mode = state.range(1);
-  Buffer x({8, 32, 64, 64}, 1), grid({8, 64, 64, 2}, 2), y({8, 32, 64, 64});
-  for (auto& v : grid.data) v *= 1.1f;
+  const sg::DType dtype = dtype_arg(state, 2);
+  Buffer x({8, 32, 64, 64}, 1, dtype), grid({8, 64, 64, 2}, 2, dtype, 1.1f), y({8, 32, 64, 64}, 0, dtype);
   for (auto _ : state) sg::grid_sampler_2d(x.view, grid.view, y.view, p);
 }
-BENCHMARK(BM_grid_sampler_2d_forward)->ArgsProduct({{1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_grid_sampler_2d_forward)
+    ->ArgsProduct({{1, 2}, {0, 1, 2}, {0}})
+    ->ArgsProduct({{1, 2}, {0}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_grid_sampler_2d_backward(benchmark::State& state) {
   set_threads(state);
   sg::GridSampler2dParams p;
   p.interpolation_mode = state.range(1);
-  Buffer x({8, 32, 64, 64}, 1), grid({8, 64, 64, 2}, 2), g({8, 32, 64, 64}, 3), gi({8, 32, 64, 64}), gg({8, 64, 64, 2});
-  for (auto& v : grid.data) v *= 1.1f;
+  const sg::DType dtype = dtype_arg(state, 2);
+  Buffer x({8, 32, 64, 64}, 1, dtype), grid({8, 64, 64, 2}, 2, dtype, 1.1f), g({8, 32, 64, 64}, 3, dtype),
+      gi({8, 32, 64, 64}, 0, dtype), gg({8, 64, 64, 2}, 0, dtype);
   for (auto _ : state) sg::grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
 }
-BENCHMARK(BM_grid_sampler_2d_backward)->ArgsProduct({{1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_grid_sampler_2d_backward)
+    ->ArgsProduct({{1, 2}, {0, 1, 2}, {0}})
+    ->ArgsProduct({{1, 2}, {0}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 // roi_align standard shape: features (2,256,64,64), 512 boxes of 1-16 px, 7x7, sampling_ratio 2, aligned.
 std::vector<float> roi_align_standard_boxes() {
   std::mt19937 gen(3);
@@ -179,7 +191,8 @@ struct MsDeformAttnProblem {
   std::vector<int64_t> shapes{64, 64, 32, 32, 16, 16, 8, 8}, starts{0, 4096, 5120, 5376};
   sg::TensorView shapes_view{shapes.data(), sg::DType::kInt64, {4, 2}};
   sg::TensorView starts_view{starts.data(), sg::DType::kInt64, {4}};
-  Buffer value{{2, 5440, 8, 32}, 1}, loc{{2, 1000, 8, 4, 4, 2}, 2}, attn{{2, 1000, 8, 4, 4}, 3}, grad{{2, 1000, 256}, 4};
+  Buffer value{{2, 5440, 8, 32}, 1}, loc{{2, 1000, 8, 4, 4, 2}, 2}, attn{{2, 1000, 8, 4, 4}, 3},
+      grad{{2, 1000, 256}, 4};
   MsDeformAttnProblem() {
     for (auto& v : loc.data) v = 0.5f + 0.5f * v;  // [0, 1]
   }
@@ -189,7 +202,8 @@ void BM_ms_deform_attn_forward(benchmark::State& state) {
   set_threads(state);
   MsDeformAttnProblem pb;
   Buffer out({2, 1000, 256});
-  for (auto _ : state) sg::ms_deform_attn(pb.value.view, pb.shapes_view, pb.starts_view, pb.loc.view, pb.attn.view, out.view);
+  for (auto _ : state)
+    sg::ms_deform_attn(pb.value.view, pb.shapes_view, pb.starts_view, pb.loc.view, pb.attn.view, out.view);
 }
 BENCHMARK(BM_ms_deform_attn_forward)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -334,11 +334,13 @@ void expect_sum_rows_match_sum_then_round() {
         for (int64_t n : {longest, int64_t(21), int64_t(7), int64_t(0)}) {
           std::vector<T> got(static_cast<size_t>(n * stride + 1), T{0x5555});
           detail::narrow_sum_rows(rows.data(), count, n, got.data(), stride);
-          ASSERT_NO_FATAL_FAILURE(expect_narrowed(got, n, stride, [&](int64_t i) {
-            float sum = rows[0][i];
-            for (int64_t k = 1; k < count; ++k) sum += rows[k][i];
-            return sum;
-          })) << "count " << count;
+          ASSERT_NO_FATAL_FAILURE(expect_narrowed(got, n, stride,
+                                                  [&](int64_t i) {
+                                                    float sum = rows[0][i];
+                                                    for (int64_t k = 1; k < count; ++k) sum += rows[k][i];
+                                                    return sum;
+                                                  }))
+              << "count " << count;
         }
       }
     }
@@ -410,6 +412,44 @@ void expect_blends_are_not_fused() {
 
 TEST(Half, NarrowBlendRowsAreNotFused) { expect_blends_are_not_fused<Half>(); }
 TEST(BFloat16, NarrowBlendRowsAreNotFused) { expect_blends_are_not_fused<BFloat16>(); }
+
+// widen_lanes8 / narrow_lanes8 (8 rows <-> lane-interleaved vectors, the grid sampler's tiles) give the
+// element conversions' bits on every path: every 16-bit pattern widened, the float patterns (NaN, Inf,
+// subnormals, rounding ties) narrowed, lengths with and without a ragged tail, nothing written between
+// the rows.
+template <class T>
+void expect_lanes8_match_elements() {
+  const int64_t row_step = 0x10000 / 8 + 3;
+  std::vector<T> rows(static_cast<size_t>(8 * row_step), T{0x5555});
+  for (uint32_t h = 0; h <= 0xffff; ++h) rows[h / 8 + (h % 8) * row_step] = T{static_cast<uint16_t>(h)};
+  std::vector<float> floats;
+  for (uint32_t b : test_patterns()) floats.push_back(float_of(b));
+  for_each_convert_path([&] {
+    for (int64_t n : {int64_t(0x10000 / 8), int64_t(21), int64_t(16), int64_t(7), int64_t(0)}) {
+      std::vector<float> lanes(static_cast<size_t>(8 * n));
+      detail::widen_lanes8(rows.data(), row_step, n, lanes.data());
+      for (int64_t i = 0; i < 8 * n; ++i) {
+        ASSERT_EQ(bits_of(lanes[i]), bits_of(to_float(rows[i / 8 + (i % 8) * row_step]))) << "n " << n << " at " << i;
+      }
+    }
+    const int64_t points = static_cast<int64_t>(floats.size()) / 8;
+    for (int64_t n : {points, int64_t(21), int64_t(16), int64_t(7), int64_t(0)}) {
+      std::vector<T> out(static_cast<size_t>(8 * (n + 1)), T{0x5555});
+      detail::narrow_lanes8(floats.data(), n, out.data(), n + 1);
+      for (int64_t k = 0; k < 8; ++k) {
+        for (int64_t i = 0; i < n; ++i) {
+          const float f = floats[static_cast<size_t>(i * 8 + k)];
+          const uint16_t expected = std::is_same_v<T, Half> ? to_half(f).bits : to_bfloat16(f).bits;
+          ASSERT_EQ(out[k * (n + 1) + i].bits, expected) << "n " << n << " row " << k << " point " << i;
+        }
+        ASSERT_EQ(out[k * (n + 1) + n].bits, 0x5555) << "wrote between the rows";
+      }
+    }
+  });
+}
+
+TEST(Half, LaneConversionsMatchElementConversions) { expect_lanes8_match_elements<Half>(); }
+TEST(BFloat16, LaneConversionsMatchElementConversions) { expect_lanes8_match_elements<BFloat16>(); }
 
 TEST(BFloat16, EveryBFloat16WidensExactly) {
   for (uint32_t b = 0; b <= 0xffff; ++b) EXPECT_EQ(bits_of(to_float(BFloat16{static_cast<uint16_t>(b)})), b << 16);

@@ -287,6 +287,65 @@ std::atomic<unsigned> usable{usable_paths(ConvertPath::kAvx512Bf16)};
 
 bool use(ConvertPath path) { return (usable.load(std::memory_order_relaxed) >> static_cast<int>(path)) & 1u; }
 
+// widen_lanes8 for the values i in [first, n), one at a time.
+template <class T>
+void widen_lanes8_portable(const T* src, int64_t row_step, int64_t first, int64_t n, float* dst) {
+  for (int64_t i = first; i < n; ++i)
+    for (int64_t k = 0; k < 8; ++k) dst[i * 8 + k] = to_float(src[k * row_step + i]);
+}
+
+#if defined(SG_HAVE_F16C_PATH) && !defined(__clang__)  // simd.h transpose_block8 is GCC's
+#define SG_HAVE_LANES8_PATH 1
+// Eight values of a row widened into one vector.
+__attribute__((target("avx2,f16c"), always_inline)) inline __m256 widen8(const Half* row) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row)));
+}
+__attribute__((target("avx2"), always_inline)) inline __m256 widen8(const BFloat16* row) {
+  const __m256i bits = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(bits, 16));
+}
+
+// Blocks of 8 values of the 8 rows: widened into a block of 8 vectors, then transposed (simd.h).
+template <class T>
+__attribute__((target("avx2,f16c"))) void widen_lanes8_vector(const T* src, int64_t row_step, int64_t n, float* dst) {
+  alignas(32) float block[64];
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int64_t k = 0; k < 8; ++k) _mm256_store_ps(block + 8 * k, widen8(src + k * row_step + i));
+    transpose_block8(block, 8, dst + i * 8, 8);
+  }
+  widen_lanes8_portable(src, row_step, i, n, dst);
+}
+
+// Sixteen floats (two vectors) rounded to sixteen values of a row.
+__attribute__((target("avx2,f16c"), always_inline)) inline void narrow16(__m256 a, __m256 b, Half* row) {
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(row),
+                      _mm256_set_m128i(_mm256_cvtps_ph(b, kRound), _mm256_cvtps_ph(a, kRound)));
+}
+__attribute__((target("avx2"), always_inline)) inline void narrow16(__m256 a, __m256 b, BFloat16* row) {
+  // As narrow_bf16_avx2: an exact saturating pack, then the 128-bit halves back in order.
+  const __m256i packed = _mm256_packus_epi32(bfloat16_lanes(a), bfloat16_lanes(b));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(row), _mm256_permute4x64_epi64(packed, 0xd8));
+}
+
+// Blocks of 16 points: transposed (simd.h) into two blocks of 8 rows, each row rounded and stored whole.
+template <class T>
+__attribute__((target("avx2,f16c"))) void narrow_lanes8_vector(const float* src, int64_t n, T* dst, int64_t row_step) {
+  alignas(32) float block[128];
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    transpose_block8(src + i * 8, 8, block, 8);
+    transpose_block8(src + (i + 8) * 8, 8, block + 64, 8);
+    for (int64_t k = 0; k < 8; ++k) {
+      narrow16(_mm256_load_ps(block + 8 * k), _mm256_load_ps(block + 64 + 8 * k), dst + k * row_step + i);
+    }
+  }
+  for (; i < n; ++i)
+    for (int64_t k = 0; k < 8; ++k) dst[k * row_step + i] = store_as<T>(src[i * 8 + k]);
+}
+#endif
+
 #ifdef SG_HAVE_F16C_PATH
 // The narrowing of `src` with the most capable vector path allowed: false when none is.
 template <class Src>
@@ -383,6 +442,36 @@ void widen_sum_rows(const Half* const* rows, int64_t count, int64_t n, int64_t s
 }
 
 void widen_row(const BFloat16* src, int64_t stride, int64_t n, float* dst) { widen_portable(src, stride, n, dst); }
+
+void widen_lanes8(const Half* src, int64_t row_step, int64_t n, float* dst) {
+#ifdef SG_HAVE_LANES8_PATH
+  if (use(ConvertPath::kF16cAvx2)) return widen_lanes8_vector(src, row_step, n, dst);
+#endif
+  widen_lanes8_portable(src, row_step, 0, n, dst);
+}
+
+void widen_lanes8(const BFloat16* src, int64_t row_step, int64_t n, float* dst) {
+#ifdef SG_HAVE_LANES8_PATH
+  if (use(ConvertPath::kF16cAvx2)) return widen_lanes8_vector(src, row_step, n, dst);
+#endif
+  widen_lanes8_portable(src, row_step, 0, n, dst);
+}
+
+template <class T>
+void narrow_lanes8_any(const float* src, int64_t n, T* dst, int64_t row_step) {
+#ifdef SG_HAVE_LANES8_PATH
+  if (use(ConvertPath::kF16cAvx2)) return narrow_lanes8_vector(src, n, dst, row_step);
+#endif
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < 8; ++k) dst[k * row_step + i] = store_as<T>(src[i * 8 + k]);
+}
+
+void narrow_lanes8(const float* src, int64_t n, Half* dst, int64_t row_step) {
+  narrow_lanes8_any(src, n, dst, row_step);
+}
+void narrow_lanes8(const float* src, int64_t n, BFloat16* dst, int64_t row_step) {
+  narrow_lanes8_any(src, n, dst, row_step);
+}
 
 void narrow_row(const float* src, int64_t n, Half* dst, int64_t stride) { narrow_sum(&src, 1, n, dst, stride); }
 

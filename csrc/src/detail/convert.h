@@ -28,6 +28,15 @@ void narrow_sum_rows(const float* const* rows, int64_t count, int64_t n, BFloat1
 void narrow_blend_rows(const float* a, const float* b, float wa, float wb, int64_t n, Half* dst, int64_t stride);
 void narrow_blend_rows(const float* a, const float* b, float wa, float wb, int64_t n, BFloat16* dst, int64_t stride);
 
+// dst[i * 8 + k] = src[k * row_step + i] widened exactly, for k < 8, i < n: eight rows (channels)
+// interleaved into n vectors of 8 lanes (rows.h pack_lanes) in one pass, widened and transposed in
+// registers (F16C / AVX2 where the CPU has them).
+void widen_lanes8(const Half* src, int64_t row_step, int64_t n, float* dst);
+void widen_lanes8(const BFloat16* src, int64_t row_step, int64_t n, float* dst);
+// The inverse: dst[k * row_step + i] = src[i * 8 + k] rounded to nearest even, for k < 8, i < n.
+void narrow_lanes8(const float* src, int64_t n, Half* dst, int64_t row_step);
+void narrow_lanes8(const float* src, int64_t n, BFloat16* dst, int64_t row_step);
+
 // acc[i] = sum over k < count (>= 1) of w[k] * rows[k][i] widened, for i < n: products added in order
 // k = 0, 1, ... (no fused multiply-add), so the bits of widen_row into scratch followed by a float32
 // weighted sum, in one pass (F16C where the CPU has it): the H pass of the upsample backward.

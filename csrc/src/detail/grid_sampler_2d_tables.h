@@ -90,6 +90,11 @@ struct Context {
   int64_t point_s2, point_s3;  // strides over (Ho, Wo) of the output (forward) or grad_output (backward)
 
   int64_t block_end(int64_t b) const { return std::min(points, (b + 1) * kBlock); }
+  // True when a grid-shaped (N, Ho, Wo, 2) view holds each batch's (x, y) pairs in one dense run.
+  template <class U>
+  bool dense_pairs(const View4<U>& g) const {
+    return g.s3 == 1 && g.s2 == 2 && g.s1 == 2 * Wo;
+  }
   // Calls fn(p, h, w) for the points of block b (p = h * Wo + w), without a division per point.
   template <class Fn>
   void for_points(int64_t b, Fn&& fn) const {
@@ -106,11 +111,12 @@ struct Context {
   // The grid values of the points of block b of batch n: x in gx, y in gy. Returns the point count.
   int64_t grid_block(int64_t n, int64_t b, Acc* __restrict gx, Acc* __restrict gy) const {
     const int64_t begin = b * kBlock, count = block_end(b) - begin;
-    if (grid.s3 == 1 && grid.s2 == 2 && grid.s1 == 2 * Wo) {  // the block is one run of (x, y) pairs
-      const T* g = grid.data + n * grid.s0 + 2 * begin;
+    if (dense_pairs(grid)) {  // the block is one run of (x, y) pairs: widened as a row (rows.h)
+      Acc pairs[2 * kBlock];
+      detail::load_row(grid.data + n * grid.s0 + 2 * begin, 1, 2 * count, pairs);
       for (int64_t i = 0; i < count; ++i) {
-        gx[i] = load_as<Acc>(g[2 * i]);
-        gy[i] = load_as<Acc>(g[2 * i + 1]);
+        gx[i] = pairs[2 * i];
+        gy[i] = pairs[2 * i + 1];
       }
       return count;
     }
@@ -161,6 +167,15 @@ void write_grid_grad(const Table& table, const Context<T>& ctx, const View4<T>& 
   Acc sx[kBlock] = {}, sy[kBlock] = {};
   detail::add_lane_sums<kTileLanes<Acc>>(vx, table.count, scratch, sx);
   detail::add_lane_sums<kTileLanes<Acc>>(vy, table.count, scratch, sy);
+  if (ctx.dense_pairs(gg)) {  // one run of (x, y) pairs: rounded as a row (rows.h)
+    Acc pairs[2 * kBlock];
+    for (int64_t i = 0; i < table.count; ++i) {
+      pairs[2 * i] = sx[i] * table.mult[0][i];
+      pairs[2 * i + 1] = sy[i] * table.mult[1][i];
+    }
+    detail::store_row(pairs, 2 * table.count, gg.data + n * gg.s0 + 2 * b * kBlock, 1);
+    return;
+  }
   ctx.for_points(b, [&](int64_t p, int64_t h, int64_t w) {
     const int64_t i = p - b * kBlock;
     T* out = gg.data + n * gg.s0 + h * gg.s1 + w * gg.s2;
