@@ -1,6 +1,7 @@
 """grid_sampler_2d at the standard shape: input (8,32,64,64), grid (8,64,64,2) uniform in [-1.1,1.1], float32,
 align_corners=False; bilinear, nearest and bicubic with zeros padding, bilinear with border and reflection,
-bicubic and nearest with border; bilinear at 4x the shape (batch 32: its time should be ~4x the standard one);
+bicubic and nearest with border; bilinear at 4x the shape (batch 32, against PyTorch and against our batch 8:
+its time should be ~4x the standard one);
 bilinear also in float16 and bfloat16 (against our float32: PyTorch 1.13 has no half-precision grid_sampler_2d
 on the CPU)."""
 import numpy as np
@@ -36,6 +37,14 @@ def cases(rng):
         out += mode_cases(f"{name} {padding}", x, grid, g, name, padding, modes[name], paddings[padding])
     big = [np.concatenate([a] * 4) for a in (x, grid, g)]
     out += mode_cases("bilinear zeros batch 32", *big, "bilinear", "zeros", 0, 0)
+    # Cost linear in work: batch 32 timed alternately against our batch 8 (so that machine noise hits both
+    # alike); the speed-up column is batch-8 time / batch-32 time, 0.25x when the cost is exactly linear.
+    bx, bgrid, bg = big
+    out.append(Case("grid_sampler_2d", "bilinear zeros batch 32", "forward", lambda: sg.grid_sample(bx, bgrid),
+                    lambda: sg.grid_sample(x, grid), "ours batch 8", nbytes(bx, bgrid, bg)))
+    out.append(Case("grid_sampler_2d", "bilinear zeros batch 32", "backward",
+                    lambda: sg.grid_sampler_2d_backward(bg, bx, bgrid), lambda: sg.grid_sampler_2d_backward(g, x, grid),
+                    "ours batch 8", nbytes(bg, bx, bgrid, bx, bgrid)))
     # Second order (the vjp of the backward, cotangents for both gradients) against our own first backward:
     # PyTorch 1.13 has no double backward of grid_sampler_2d. The speed-up column is backward / 2nd-order.
     u = rng.standard_normal(x.shape).astype(np.float32)
