@@ -2,8 +2,8 @@
 align_corners=False; bilinear, nearest and bicubic with zeros padding, bilinear with border and reflection,
 bicubic and nearest with border; bilinear at 4x the shape (batch 32, against PyTorch and against our batch 8:
 its time should be ~4x the standard one);
-bilinear also in float16 and bfloat16 (against our float32: PyTorch 1.13 has no half-precision grid_sampler_2d
-on the CPU)."""
+bilinear/zeros, nearest/border and bicubic/border also in float16 and bfloat16 (against our float32: PyTorch 1.13
+has no half-precision grid_sampler_2d on the CPU)."""
 import numpy as np
 import torch
 
@@ -54,9 +54,11 @@ def cases(rng):
                         lambda name=name: sg.grid_sampler_2d_double_backward(u, v, g, x, grid, name),
                         lambda name=name: sg.grid_sampler_2d_backward(g, x, grid, name), "ours backward",
                         nbytes(u, v, g, x, grid, g, x, grid)))
-    out += half_cases("grid_sampler_2d", "bilinear zeros", "forward", lambda x, grid: sg.grid_sample(x, grid),
-                      [x, grid], nbytes(x, grid, g))
-    out += half_cases("grid_sampler_2d", "bilinear zeros", "backward",
-                      lambda g, x, grid: sg.grid_sampler_2d_backward(g, x, grid), [g, x, grid],
-                      nbytes(g, x, grid, x, grid))
+    for name, padding in [("bilinear", "zeros"), ("nearest", "border"), ("bicubic", "border")]:
+        out += half_cases("grid_sampler_2d", f"{name} {padding}", "forward",
+                          lambda x, grid, name=name, padding=padding: sg.grid_sample(x, grid, name, padding), [x, grid],
+                          nbytes(x, grid, g))
+        out += half_cases("grid_sampler_2d", f"{name} {padding}", "backward",
+                          lambda g, x, grid, name=name, padding=padding: sg.grid_sampler_2d_backward(
+                              g, x, grid, name, padding), [g, x, grid], nbytes(g, x, grid, x, grid))
     return out
