@@ -340,7 +340,7 @@ void dispatch_table(GridSamplerInterpolation interpolation, Fn&& fn) {
 template <class T>
 void run_forward(const TensorView& input, const TensorView& grid, const TensorView& output,
                  const GridSampler2dParams& params) {
-  const Context<T> ctx = make_context<T>(kForward, input, grid, output, params);
+  const Context<T> ctx = make_context<T>(input, grid, output, params);
   dispatch_table<T>(detail::interpolation_of(params), [&](auto table_tag) {
     forward_kernel<T, typename decltype(table_tag)::type>(ctx, view4<T>(output));
   });
@@ -351,7 +351,7 @@ void run_forward(const TensorView& input, const TensorView& grid, const TensorVi
 template <class T>
 void run_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grid,
                   const TensorView* grad_input, const TensorView* grad_grid, const GridSampler2dParams& params) {
-  const Context<T> ctx = make_context<T>(kBackward, input, grid, grad_output, params);
+  const Context<T> ctx = make_context<T>(input, grid, grad_output, params);
   const bool want_input = grad_input != nullptr && !grad_input->is_empty();
   const View4<T> gi = want_input ? view4<T>(*grad_input) : View4<T>{};
   const View4<T> gg = grad_grid ? view4<T>(*grad_grid) : View4<T>{};
@@ -372,6 +372,7 @@ void grid_sampler_2d(const TensorView& input, const TensorView& grid, const Tens
                      const GridSampler2dParams& params) {
   detail::check_grid_sampler_modes(kForward, params);
   const std::vector<int64_t> expected = detail::grid_sampler_output_shape(kForward, input.sizes(), grid.sizes());
+  detail::check_grid_sampler_plane(kForward, input.sizes());
   detail::check_same_dtype(kForward, "grid", grid, "input", input);
   detail::check_shape(kForward, "output", output, expected);
   detail::check_same_dtype(kForward, "output", output, "input", input);
@@ -389,6 +390,7 @@ void check_grid_sampler_2d_backward(const TensorView& grad_output, const TensorV
   SG_CHECK(output_mask.size() == 2, kBackward,
            "(): expected output_mask to have 2 entries (grad_input, grad_grid), but got ", output_mask.size());
   const std::vector<int64_t> expected = detail::grid_sampler_output_shape(kBackward, input.sizes(), grid.sizes());
+  detail::check_grid_sampler_plane(kBackward, input.sizes());
   detail::check_grid_sampler_grad_output(kBackward, grad_output, expected);
   detail::check_same_dtype(kBackward, "input", input, "grad_output", grad_output);
   detail::check_same_dtype(kBackward, "grid", grid, "grad_output", grad_output);

@@ -79,3 +79,21 @@ def test_huge_parameters_match_pytorch(H, W, k, s, p, ceil, count_include_pad):
     g = rng.standard_normal(y.shape)
     ty.backward(torch.from_numpy(g))
     np.testing.assert_allclose(sg.avg_pool2d_backward(g, x, **kwargs), tx.grad.numpy(), rtol=1e-12, atol=1e-300)
+
+
+def test_grid_sample_planes_beyond_the_kernel_limit_raise_before_allocating():
+    # A 46342 x 46342 plane (a broadcast view: no memory behind it) is beyond the kernel's int32 pixel
+    # numbers; both directions refuse it with OverflowError, inside the probe's 2 GiB, before the
+    # backward's 8.6 GB input gradient would be allocated.
+    out = probe("""
+        x = np.broadcast_to(np.float32(1), (1, 1, 46342, 46342))
+        grid = np.zeros((1, 1, 1, 2), np.float32)
+        for call in (lambda: sg.grid_sample(x, grid),
+                     lambda: sg.grid_sampler_2d_backward(np.ones((1, 1, 1, 1), np.float32), x, grid)):
+            try:
+                call()
+            except OverflowError as e:
+                print(e)
+    """)
+    assert "grid_sampler_2d(): expected input planes with (H + 3) * (W + 2) < 2^31" in out
+    assert "grid_sampler_2d_backward(): expected input planes with (H + 3) * (W + 2) < 2^31" in out

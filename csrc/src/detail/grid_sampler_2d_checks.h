@@ -2,6 +2,7 @@
 // messages read the same and name the entry point that was called.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <vector>
 
@@ -41,6 +42,15 @@ inline std::vector<int64_t> grid_sampler_output_shape(const char* op, const std:
   SG_CHECK(in[2] != 0 && in[3] != 0, op,
            "(): expected input to have non-empty spatial dimensions (H, W), but got input of shape ", format_list(in));
   return {in[0], in[1], grid[1], grid[2]};
+}
+
+// The first-order kernels number the pixels of a framed input plane in int32 (grid_sampler_2d_tables.h,
+// TileLayout): (H + 3) * (W + 2) must stay below 2^31. Checked with the arguments, before any allocation.
+inline void check_grid_sampler_plane(const char* op, const std::vector<int64_t>& in) {
+  const int64_t H = in[2], W = in[3];
+  const bool fits = H < INT32_MAX && W < INT32_MAX && (H + 3) * (W + 2) <= INT32_MAX;  // no overflow: H, W < 2^31
+  SG_CHECK_KIND(fits, kOverflow, op, "(): expected input planes with (H + 3) * (W + 2) < 2^31 (the CPU kernel's ",
+                "int32 pixel numbers), but got H x W = ", H, " x ", W);
 }
 
 // grad_output must be shaped like the forward's output: (N, C) of input, (Ho, Wo) of grid.

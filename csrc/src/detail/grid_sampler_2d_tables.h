@@ -11,14 +11,13 @@
 #pragma once
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <type_traits>
 #include <utility>
 
-#include "checks.h"
+#include "grid_sampler_2d_checks.h"  // padding_of
 #include "grid_sampler_2d_coords.h"
 #include "rows.h"
 #include "simd.h"
@@ -67,7 +66,7 @@ View4<T> view4(const TensorView& t) {
 
 // The pixels of a tile: rows of W + 2 pixels, image pixel (y, x) at (y + 1) * row + x + 1, so the image
 // is framed by pixels that are never written (x = -1 and W; y = -1, H and H + 1). Tables hold pixel
-// numbers as int32 (half the table size): make_context refuses planes whose tile would not fit.
+// numbers as int32 (half the table size): check_grid_sampler_plane refuses planes whose tile would not fit.
 struct TileLayout {
   int32_t row;     // W + 2
   int32_t pixels;  // (H + 3) * row
@@ -130,7 +129,7 @@ struct Context {
 };
 
 template <class T>
-Context<T> make_context(const char* op, const TensorView& input, const TensorView& grid, const TensorView& points,
+Context<T> make_context(const TensorView& input, const TensorView& grid, const TensorView& points,
                         const GridSampler2dParams& params) {
   Context<T> ctx;
   ctx.N = input.size(0);
@@ -143,10 +142,7 @@ Context<T> make_context(const char* op, const TensorView& input, const TensorVie
   ctx.blocks = (ctx.points + kBlock - 1) / kBlock;
   ctx.padding = detail::padding_of(params);
   ctx.align = params.align_corners;
-  const int64_t row = ctx.W + 2;
-  const bool fits = ctx.H < INT32_MAX && row <= INT32_MAX && (ctx.H + 3) * row <= INT32_MAX;  // no overflow
-  SG_CHECK_KIND(fits, kOverflow, op, "(): expected input planes with (H + 3) * (W + 2) < 2^31 (the CPU kernel's ",
-                "int32 pixel numbers), but got H x W = ", ctx.H, " x ", ctx.W);
+  const int64_t row = ctx.W + 2;  // (H + 3) * row < 2^31: check_grid_sampler_plane, at validation
   ctx.layout.row = static_cast<int32_t>(row);
   ctx.layout.pixels = static_cast<int32_t>((ctx.H + 3) * row);
   ctx.layout.zero = static_cast<int32_t>((ctx.H + 1) * row);
