@@ -111,10 +111,11 @@ SPATIALGRAD_INLINE Acc floor_of(Acc x) {
 // The same values and derivatives as source_coordinate, for n grid values of one axis, written as
 // branch-free loops (the padding chosen outside them) that the compiler vectorises.
 
-// clip() without branches: the value, and whether it moves with ix (derivative 1, else 0). GCC
-// vectorises these loops only while every comparison is made unconditionally (& for &&) and no
-// arithmetic follows a select (it will not speculate a trapping operation under -ftrapping-math), so the
-// derivatives below are selected whole, with the signs and zeros that the scalar products give.
+// clip() without branches: the value, and whether it moves with ix (derivative 1, else 0). GCC 12
+// vectorised these loops only in this form (checked with -fopt-info-vec): comparisons made
+// unconditionally (& for &&) and floating-point selects between values already computed. A nested select,
+// or a product of a selected value, kept them scalar (under -ftrapping-math it will not speculate the
+// operation), so derivatives are selected whole, with the signs and zeros the scalar products give.
 template <class Acc>
 SPATIALGRAD_INLINE Acc clip_to(Acc ix, Acc high, bool& moves) {
   const bool above = ix > 0, below = ix < high;
@@ -147,6 +148,33 @@ SPATIALGRAD_INLINE bool reflect_lanes(const V& u, Acc low, Acc span, Acc high, A
   return true;
 }
 
+// source_coordinates for reflection padding: vectors of reflect_lanes, and the scalar formula for the
+// vectors it hands back and for the tail.
+template <class Acc>
+SPATIALGRAD_INLINE void reflected_coordinates(const Acc* __restrict g, int64_t n, int64_t size, bool align_corners,
+                                              Acc scale, Acc shift, Acc* __restrict value, Acc* __restrict grad) {
+  using V = Vec<Acc, 32>;
+  constexpr int64_t kLanes = kVecLanes<Acc, 32>;
+  const Acc high = static_cast<Acc>(size - 1), low = align_corners ? Acc(0) : Acc(-0.5);
+  const Acc span = align_corners ? high : static_cast<Acc>(size);  // as reflect(): half the period
+  auto scalar = [&](int64_t i) {
+    const CoordGrad<Acc> c = source_coordinate(g[i], size, GridSamplerPadding::kReflection, align_corners);
+    value[i] = c.value;
+    grad[i] = c.grad;
+  };
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    V x, v, d;
+    if (reflect_lanes(V((load_u(x, g + i) + 1) * scale - shift), low, span, high, scale, v, d)) {
+      store_u(value + i, v);
+      store_u(grad + i, d);
+    } else {
+      for (int64_t k = i; k < i + kLanes; ++k) scalar(k);
+    }
+  }
+  for (; i < n; ++i) scalar(i);
+}
+
 template <class Acc>
 SG_SIMD_CLONES void source_coordinates(const Acc* __restrict g, int64_t n, int64_t size, GridSamplerPadding padding,
                                        bool align_corners, Acc* __restrict value, Acc* __restrict grad) {
@@ -165,29 +193,7 @@ SG_SIMD_CLONES void source_coordinates(const Acc* __restrict g, int64_t n, int64
       grad[i] = moves ? scale : Acc(0);
     }
   } else {
-    using V = Vec<Acc, 32>;
-    constexpr int64_t kLanes = kVecLanes<Acc, 32>;
-    const Acc low = align_corners ? Acc(0) : Acc(-0.5);
-    const Acc span = align_corners ? high : static_cast<Acc>(size);  // as reflect(): half the period
-    int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) {
-      V x, v, d;
-      if (reflect_lanes(V((load_u(x, g + i) + 1) * scale - shift), low, span, high, scale, v, d)) {
-        store_u(value + i, v);
-        store_u(grad + i, d);
-        continue;
-      }
-      for (int64_t k = i; k < i + kLanes; ++k) {
-        const CoordGrad<Acc> c = source_coordinate(g[k], size, padding, align_corners);
-        value[k] = c.value;
-        grad[k] = c.grad;
-      }
-    }
-    for (; i < n; ++i) {
-      const CoordGrad<Acc> c = source_coordinate(g[i], size, padding, align_corners);
-      value[i] = c.value;
-      grad[i] = c.grad;
-    }
+    reflected_coordinates(g, n, size, align_corners, scale, shift, value, grad);
   }
 }
 
