@@ -294,6 +294,13 @@ void widen_lanes8_portable(const T* src, int64_t row_step, int64_t first, int64_
     for (int64_t k = 0; k < 8; ++k) dst[i * 8 + k] = to_float(src[k * row_step + i]);
 }
 
+// narrow_lanes8 for the points i in [first, n), one value at a time.
+template <class T>
+void narrow_lanes8_portable(const float* src, int64_t first, int64_t n, T* dst, int64_t row_step) {
+  for (int64_t i = first; i < n; ++i)
+    for (int64_t k = 0; k < 8; ++k) dst[k * row_step + i] = store_as<T>(src[i * 8 + k]);
+}
+
 #if defined(SG_HAVE_F16C_PATH) && !defined(__clang__)  // simd.h transpose_block8 is GCC's
 #define SG_HAVE_LANES8_PATH 1
 // Eight values of a row widened into one vector.
@@ -341,8 +348,7 @@ __attribute__((target("avx2,f16c"))) void narrow_lanes8_vector(const float* src,
       narrow16(_mm256_load_ps(block + 8 * k), _mm256_load_ps(block + 64 + 8 * k), dst + k * row_step + i);
     }
   }
-  for (; i < n; ++i)
-    for (int64_t k = 0; k < 8; ++k) dst[k * row_step + i] = store_as<T>(src[i * 8 + k]);
+  narrow_lanes8_portable(src, i, n, dst, row_step);
 }
 #endif
 
@@ -462,8 +468,7 @@ void narrow_lanes8_any(const float* src, int64_t n, T* dst, int64_t row_step) {
 #ifdef SG_HAVE_LANES8_PATH
   if (use(ConvertPath::kF16cAvx2)) return narrow_lanes8_vector(src, n, dst, row_step);
 #endif
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t k = 0; k < 8; ++k) dst[k * row_step + i] = store_as<T>(src[i * 8 + k]);
+  narrow_lanes8_portable(src, 0, n, dst, row_step);
 }
 
 void narrow_lanes8(const float* src, int64_t n, Half* dst, int64_t row_step) {
