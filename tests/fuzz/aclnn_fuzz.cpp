@@ -35,18 +35,9 @@ class Reader {
   int64_t small(int64_t lo, int64_t hi) { return lo + byte() % (hi - lo + 1); }
   // Mostly small values, sometimes the edges of int64 and powers of two near them.
   int64_t wide() {
-    static const int64_t kEdges[] = {0,
-                                     1,
-                                     -1,
-                                     2,
-                                     3,
-                                     int64_t(1) << 31,
-                                     int64_t(1) << 32,
-                                     int64_t(1) << 40,
-                                     int64_t(1) << 62,
-                                     std::numeric_limits<int64_t>::max(),
-                                     std::numeric_limits<int64_t>::min(),
-                                     -(int64_t(1) << 33)};
+    static const int64_t kEdges[] = {0, 1, -1, 2, 3, int64_t(1) << 31, int64_t(1) << 32, int64_t(1) << 40,
+                                     int64_t(1) << 62, std::numeric_limits<int64_t>::max(),
+                                     std::numeric_limits<int64_t>::min(), -(int64_t(1) << 33)};
     const uint8_t b = byte();
     if (b < 200) return small(-1, 9);
     return kEdges[b % (sizeof(kEdges) / sizeof(kEdges[0]))];
@@ -68,14 +59,9 @@ class Reader {
 
 size_t element_size(int32_t dtype) {
   switch (dtype) {
-    case ACL_FLOAT16:
-    case ACL_BF16:
-      return 2;
-    case ACL_FLOAT:
-    case ACL_INT32:
-      return 4;
-    default:
-      return 8;
+    case ACL_FLOAT16: case ACL_BF16: return 2;
+    case ACL_FLOAT: case ACL_INT32: return 4;
+    default: return 8;
   }
 }
 
@@ -211,8 +197,7 @@ void fuzz_avg_pool2d(Reader& in) {
   const int64_t N = in.small(0, 3), C = in.small(0, 3), H = in.small(0, 7), W = in.small(0, 7);
   const int64_t k = in.small(1, 4), s = in.small(1, 3), p = in.small(0, 2);
   const bool ceil = in.coin(), include_pad = in.coin();
-  const int64_t out_h = (H + 2 * p - k + (ceil ? s - 1 : 0)) / s + 1,
-                out_w = (W + 2 * p - k + (ceil ? s - 1 : 0)) / s + 1;
+  const int64_t out_h = (H + 2 * p - k + (ceil ? s - 1 : 0)) / s + 1, out_w = (W + 2 * p - k + (ceil ? s - 1 : 0)) / s + 1;
   const int32_t dtype = float_dtype(in);
   Tensor go, self, gi;
   make(in, go, {N, C, std::max<int64_t>(out_h, 0), std::max<int64_t>(out_w, 0)}, dtype);
@@ -223,9 +208,9 @@ void fuzz_avg_pool2d(Reader& in) {
   const int8_t cube = static_cast<int8_t>(in.byte() % 8 == 0 ? in.byte() : 0);
   uint64_t workspace = 0;
   aclOpExecutor* executor = nullptr;
-  const aclnnStatus planned =
-      aclnnAvgPool2dBackwardGetWorkspaceSize(go.tensor, self.tensor, kernel.array, stride.array, padding.array, ceil,
-                                             include_pad, divisor, cube, gi.tensor, &workspace, &executor);
+  const aclnnStatus planned = aclnnAvgPool2dBackwardGetWorkspaceSize(
+      go.tensor, self.tensor, kernel.array, stride.array, padding.array, ceil, include_pad, divisor, cube, gi.tensor,
+      &workspace, &executor);
   run_planned(in, planned, executor, [](aclOpExecutor* e) { aclnnAvgPool2dBackward(nullptr, 0, e, nullptr); });
 }
 
@@ -239,8 +224,7 @@ void fuzz_roi_align(Reader& in) {
   make(in, gi, {B, C, H, W}, dtype);
   IntArray shape(in, ints(in, {B, C, H, W}));
   const double scale_value = in.byte() % 8 == 0 ? in.real() : 0.5 + in.byte() / 64.0;
-  const float scale =
-      std::fabs(scale_value) > 3e38 ? std::copysign(INFINITY, scale_value) : static_cast<float>(scale_value);
+  const float scale = std::fabs(scale_value) > 3e38 ? std::copysign(INFINITY, scale_value) : static_cast<float>(scale_value);
   const int64_t ratio = in.byte() % 8 == 0 ? in.wide() : in.small(-1, 3);
   uint64_t workspace = 0;
   aclOpExecutor* executor = nullptr;
@@ -343,21 +327,11 @@ void fuzz_ms_deform_attn(Reader& in) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Reader in(data, size);
   switch (in.byte() % 5) {
-    case 0:
-      fuzz_avg_pool2d(in);
-      break;
-    case 1:
-      fuzz_roi_align(in);
-      break;
-    case 2:
-      fuzz_upsample(in);
-      break;
-    case 3:
-      fuzz_grid_sampler(in);
-      break;
-    default:
-      fuzz_ms_deform_attn(in);
-      break;
+    case 0: fuzz_avg_pool2d(in); break;
+    case 1: fuzz_roi_align(in); break;
+    case 2: fuzz_upsample(in); break;
+    case 3: fuzz_grid_sampler(in); break;
+    default: fuzz_ms_deform_attn(in); break;
   }
   aclGetRecentErrMsg();  // the messages are not what is tested; drop them
   return 0;
