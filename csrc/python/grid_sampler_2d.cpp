@@ -53,14 +53,15 @@ void bind_grid_sampler_2d(py::module_& m) {
         Output grad_input, grad_grid;
         if (want_input) grad_input = new_output(input, in.sizes());
         if (want_grid) grad_grid = new_output(grid, gr.sizes());
-        without_gil(
-            [&] { grid_sampler_2d_backward(go, in, gr, grad_input.view, grad_grid.view, params, output_mask); });
+        without_gil([&] {
+          grid_sampler_2d_backward(go, in, gr, grad_input.view, grad_grid.view, params, output_mask);
+        });
         py::object gi = want_input ? py::object(grad_input.array) : py::none();
         py::object gg = want_grid ? py::object(grad_grid.array) : py::none();
         return py::make_tuple(gi, gg);
       },
-      py::arg("grad_output"), py::arg("input"), py::arg("grid"), py::arg("interpolation_mode"), py::arg("padding_mode"),
-      py::arg("align_corners"), py::arg("output_mask"));
+      py::arg("grad_output"), py::arg("input"), py::arg("grid"), py::arg("interpolation_mode"),
+      py::arg("padding_mode"), py::arg("align_corners"), py::arg("output_mask"));
 
   m.def(
       "grid_sampler_2d_double_backward",
@@ -82,13 +83,15 @@ void bind_grid_sampler_2d(py::module_& m) {
         if (wants(1)) d_in = new_output(input, in.sizes());
         if (wants(2)) d_grid = new_output(grid, gr.sizes());
         without_gil([&] {
-          grid_sampler_2d_double_backward(ggi, ggg, go, in, gr, d_go.view, d_in.view, d_grid.view, params, output_mask);
+          grid_sampler_2d_double_backward(ggi, ggg, go, in, gr, d_go.view, d_in.view, d_grid.view, params,
+                                          output_mask);
         });
         const auto result = [&](size_t i, const Output& o) { return wants(i) ? py::object(o.array) : py::none(); };
         return py::make_tuple(result(0, d_go), result(1, d_in), result(2, d_grid));
       },
-      py::arg("grad_grad_input"), py::arg("grad_grad_grid"), py::arg("grad_output"), py::arg("input"), py::arg("grid"),
-      py::arg("interpolation_mode"), py::arg("padding_mode"), py::arg("align_corners"), py::arg("output_mask"));
+      py::arg("grad_grad_input"), py::arg("grad_grad_grid"), py::arg("grad_output"), py::arg("input"),
+      py::arg("grid"), py::arg("interpolation_mode"), py::arg("padding_mode"), py::arg("align_corners"),
+      py::arg("output_mask"));
 }
 
 }  // namespace spatialgrad::python
