@@ -196,21 +196,20 @@ struct BilinearTable {
   int64_t count;
   int32_t px[kBlock];   // the nw corner's tile pixel (ne = +1, sw = +row, se = +row+1)
   Acc w[4][kBlock];     // nw, ne, sw, se
-  Acc dist[4][kBlock];  // grid gradient only: ty, 1-ty, tx, 1-tx
+  Acc dist[4][kBlock];  // ty, 1-ty, tx, 1-tx (read by the grid gradient)
   Acc mult[2][kBlock];  // d coordinate / d grid value along x and y
 
   template <class T>
-  void build(const Context<T>& ctx, int64_t n, int64_t b, bool with_grad) {
+  void build(const Context<T>& ctx, int64_t n, int64_t b, bool /*with_grad: distances are always filled*/) {
     Acc gx[kBlock], gy[kBlock], cx[kBlock], cy[kBlock];
     count = ctx.grid_block(n, b, gx, gy);
     detail::source_coordinates(gx, count, ctx.W, ctx.padding, ctx.align, cx, mult[0]);
     detail::source_coordinates(gy, count, ctx.H, ctx.padding, ctx.align, cy, mult[1]);
-    fill(cx, cy, static_cast<Acc>(ctx.W), static_cast<Acc>(ctx.H), ctx.layout, with_grad);
+    fill(cx, cy, static_cast<Acc>(ctx.W), static_cast<Acc>(ctx.H), ctx.layout);
   }
 
-  // Corner pixels, weights and (with_grad) distances from the coordinates: branch-free, vectorised.
-  SG_SIMD_CLONES void fill(const Acc* __restrict cx, const Acc* __restrict cy, Acc W, Acc H, TileLayout layout,
-                           bool with_grad) {
+  // Corner pixels, weights and distances from the coordinates: branch-free, vectorised.
+  SG_SIMD_CLONES void fill(const Acc* __restrict cx, const Acc* __restrict cy, Acc W, Acc H, TileLayout layout) {
     for (int64_t i = 0; i < count; ++i) {
       const Acc x0 = detail::floor_of(cx[i]), y0 = detail::floor_of(cy[i]);
       const Acc tx = cx[i] - x0, ty = cy[i] - y0, ex = 1 - tx, sy = 1 - ty;
@@ -222,14 +221,10 @@ struct BilinearTable {
       w[1][i] = sy * tx;
       w[2][i] = ty * ex;
       w[3][i] = ty * tx;
-    }
-    if (!with_grad) return;
-    for (int64_t i = 0; i < count; ++i) {
-      const Acc tx = cx[i] - detail::floor_of(cx[i]), ty = cy[i] - detail::floor_of(cy[i]);
-      dist[0][i] = ty;
-      dist[1][i] = 1 - ty;
+      dist[0][i] = ty;  // (also in the forward: four stores, cheaper than a second floor pass)
+      dist[1][i] = sy;
       dist[2][i] = tx;
-      dist[3][i] = 1 - tx;
+      dist[3][i] = ex;
     }
   }
 
