@@ -1,6 +1,7 @@
 #include "spatialgrad/grid_sampler_2d.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <memory>
 #include <type_traits>
@@ -9,6 +10,8 @@
 #include "detail/checks.h"
 #include "detail/grid_sampler_2d_checks.h"
 #include "detail/grid_sampler_2d_coords.h"
+#include "detail/grid_sampler_2d_planes.h"
+#include "detail/grid_sampler_2d_strategy.h"
 #include "detail/grid_sampler_2d_tables.h"
 #include "detail/rows.h"
 #include "spatialgrad/parallel.h"
@@ -317,37 +320,235 @@ void backward_kernel(const Context<T>& ctx, const View4<const T>& go, const View
   Backward<T, Table>{ctx, go, grad_input, grad_grid, with_grad, get_num_threads()}.run();
 }
 
-template <class X>
-struct TypeTag {
-  using type = X;
+// ---- the plane strategy (detail/grid_sampler_2d_planes.h) -------------------------------------------
+
+template <class T>
+PlaneGeometry plane_geometry(const Context<T>& ctx) {
+  return {ctx.input.s2, ctx.input.s3, static_cast<int32_t>(ctx.H), static_cast<int32_t>(ctx.W)};
+}
+
+// The offsets of block b's points in the point planes (output or grad_output).
+template <class T>
+void point_offsets(const Context<T>& ctx, int64_t b, int64_t* offset) {
+  const int64_t begin = b * kBlock, count = ctx.block_end(b) - begin;
+  if (ctx.point_s3 == 1 && ctx.point_s2 == ctx.Wo) {  // dense planes: the points' own numbers
+    for (int64_t i = 0; i < count; ++i) offset[i] = begin + i;
+    return;
+  }
+  ctx.for_points(b, [&](int64_t p, int64_t h, int64_t w) { offset[p - begin] = h * ctx.point_s2 + w * ctx.point_s3; });
+}
+
+// Forward: tasks are (batch, block); a task builds its block's table and sweeps it over every channel.
+template <class T, class Table>
+void forward_planes(const Context<T>& ctx, const View4<T>& out) {
+  const PlaneGeometry g = plane_geometry(ctx);
+  const int64_t work = kBlock * (ctx.C * Table::kCost + 10);
+  parallel_for(0, ctx.N * ctx.blocks, grain_for(work), [&](int64_t lo, int64_t hi) {
+    auto table = std::make_unique<Table>();
+    int64_t offsets[kBlock];
+    for (int64_t task = lo; task < hi; ++task) {
+      const int64_t n = task / ctx.blocks, b = task % ctx.blocks;
+      table->build(ctx, n, b, g, false);
+      point_offsets(ctx, b, offsets);
+      for (int64_t c = 0; c < ctx.C; ++c) table->forward(ctx.input.plane(n, c), g, out.plane(n, c), offsets);
+    }
+  });
+}
+
+// Backward: tasks are (batch, band of rows). A task zeroes its band of the input gradient, then visits
+// every block of the batch in order: it builds the table, scatters the taps that fall in its band and
+// sums the grid gradient of the points whose home row is in its band (planes.h). Bands are only for
+// parallelism (one band per batch when the batches keep every thread busy) and, for float16/bfloat16,
+// to bound the float buffer in which a band's gradient is summed before it is rounded once.
+template <class T, class Table>
+struct PlaneBackward {
+  using Acc = AccType<T>;
+  static constexpr bool kStaged = !std::is_same_v<T, Acc>;
+  static constexpr int64_t kStagedBandBytes = int64_t{8} << 20;  // per task
+  const Context<T>& ctx;
+  const View4<const T>& go;
+  const View4<T>* grad_input;  // null: not wanted
+  const View4<T>* grad_grid;   // null: not wanted
+  bool with_grad;              // grid gradient wanted and not identically zero
+  PlaneGeometry g;
+
+  struct Scratch {
+    std::unique_ptr<Table> table = std::make_unique<Table>();
+    std::vector<Acc> staged;  // the band's input gradient (kStaged)
+    int64_t offsets[kBlock];
+    bool owned[kBlock];
+    Acc sx[kBlock], sy[kBlock];
+  };
+
+  int64_t band_count(int64_t threads) const {
+    int64_t bands = ctx.N >= 2 * threads ? 1 : (2 * threads + ctx.N - 1) / ctx.N;
+    if (kStaged && grad_input != nullptr) {
+      const int64_t bytes = ctx.C * ctx.H * ctx.W * static_cast<int64_t>(sizeof(Acc));
+      bands = std::max(bands, (bytes + kStagedBandBytes - 1) / kStagedBandBytes);
+    }
+    return std::clamp<int64_t>(bands, 1, ctx.H);
+  }
+
+  void run(int64_t threads) const {
+    if (grad_input == nullptr && !with_grad) return;
+    const int64_t bands = band_count(threads);
+    const int64_t work = ctx.points * (ctx.C * Table::kCost + 10) + ctx.C * ctx.H * ctx.W / bands;
+    parallel_for(0, ctx.N * bands, grain_for(work), [&](int64_t lo, int64_t hi) {
+      Scratch scratch;
+      for (int64_t task = lo; task < hi; ++task) {
+        const int64_t n = task / bands, k = task % bands;
+        const auto begin = static_cast<int32_t>(k * ctx.H / bands), end = static_cast<int32_t>((k + 1) * ctx.H / bands);
+        if (bands == 1) {
+          run_band<false>(n, begin, end, scratch);
+        } else {
+          run_band<true>(n, begin, end, scratch);
+        }
+      }
+    });
+  }
+
+  // Where channel c's gradient of rows [begin, end) of batch n goes (zeroed here).
+  GradTarget<Acc> target(int64_t n, int64_t c, int32_t begin, int32_t end, Scratch& scratch) const {
+    if constexpr (kStaged) {
+      const int64_t band = int64_t{end - begin} * ctx.W;
+      Acc* base = scratch.staged.data() + c * band;
+      std::fill(base, base + band, Acc(0));
+      return {base, ctx.W, 1, begin, begin, end};
+    } else {
+      T* plane = grad_input->plane(n, c);
+      for (int64_t y = begin; y < end; ++y) {
+        for (int64_t x = 0; x < ctx.W; ++x) plane[y * grad_input->s2 + x * grad_input->s3] = T(0);
+      }
+      return {plane, grad_input->s2, grad_input->s3, 0, begin, end};
+    }
+  }
+
+  template <bool kBanded>
+  void run_band(int64_t n, int32_t begin, int32_t end, Scratch& scratch) const {
+    std::vector<GradTarget<Acc>> targets;
+    if (grad_input != nullptr) {
+      if (kStaged) scratch.staged.resize(static_cast<size_t>(ctx.C * (end - begin) * ctx.W));
+      for (int64_t c = 0; c < ctx.C; ++c) targets.push_back(target(n, c, begin, end, scratch));
+    }
+    for (int64_t b = 0; b < ctx.blocks; ++b) {
+      Table& table = *scratch.table;
+      table.build(ctx, n, b, g, with_grad);
+      point_offsets(ctx, b, scratch.offsets);
+      for (int64_t i = 0; i < table.count; ++i) scratch.owned[i] = table.home[i] >= begin && table.home[i] < end;
+      if (with_grad) {
+        std::fill(scratch.sx, scratch.sx + table.count, Acc(0));
+        std::fill(scratch.sy, scratch.sy + table.count, Acc(0));
+      }
+      sweep_channels<kBanded>(n, targets, scratch);
+      if (with_grad) write_owned_grid_grad(n, b, scratch);
+    }
+    if constexpr (kStaged) {
+      if (grad_input != nullptr) store_staged(n, begin, end, scratch);
+    }
+  }
+
+  template <bool kBanded>
+  void sweep_channels(int64_t n, const std::vector<GradTarget<Acc>>& targets, Scratch& s) const {
+    const Table& t = *s.table;
+    const bool scatter = grad_input != nullptr;
+    for (int64_t c = 0; c < ctx.C; ++c) {
+      const T* plane = ctx.input.plane(n, c);
+      const T* gop = go.plane(n, c);
+      const GradTarget<Acc> target = scatter ? targets[static_cast<size_t>(c)] : GradTarget<Acc>{};
+      if constexpr (Table::kHasGridGrad) {
+        if (scatter && with_grad) {
+          t.template backward<kBanded, true, true>(plane, g, gop, s.offsets, target, s.owned, s.sx, s.sy);
+          continue;
+        }
+        if (with_grad) {
+          t.template backward<kBanded, false, true>(plane, g, gop, s.offsets, target, s.owned, s.sx, s.sy);
+          continue;
+        }
+      }
+      if (scatter) t.template backward<kBanded, true, false>(plane, g, gop, s.offsets, target, s.owned, s.sx, s.sy);
+    }
+  }
+
+  void write_owned_grid_grad(int64_t n, int64_t b, const Scratch& s) const {
+    const View4<T>& gg = *grad_grid;
+    const Table& t = *s.table;
+    ctx.for_points(b, [&](int64_t p, int64_t h, int64_t w) {
+      const int64_t i = p - b * kBlock;
+      if (!s.owned[i]) return;
+      T* out = gg.data + n * gg.s0 + h * gg.s1 + w * gg.s2;
+      out[0] = store_as<T>(s.sx[i] * t.mult[0][i]);
+      out[gg.s3] = store_as<T>(s.sy[i] * t.mult[1][i]);
+    });
+  }
+
+  // The band's float sums, rounded once into the float16/bfloat16 input gradient.
+  void store_staged(int64_t n, int32_t begin, int32_t end, const Scratch& s) const {
+    const int64_t band = int64_t{end - begin} * ctx.W;
+    for (int64_t c = 0; c < ctx.C; ++c) {
+      for (int64_t y = begin; y < end; ++y) {
+        const Acc* row = s.staged.data() + c * band + (y - begin) * ctx.W;
+        detail::store_row(row, ctx.W, grad_input->plane(n, c) + y * grad_input->s2, grad_input->s3);
+      }
+    }
+  }
 };
 
-// Calls fn(TypeTag<Table>{}) with the table type of the interpolation mode.
+// The two strategies' tables of one interpolation mode.
+template <class TileTable, class PlaneTable>
+struct Tables {
+  using Tile = TileTable;
+  using Plane = PlaneTable;
+};
+
+// Calls fn(Tables<...>{}) with the table types of the interpolation mode.
 template <class T, class Fn>
-void dispatch_table(GridSamplerInterpolation interpolation, Fn&& fn) {
+void dispatch_tables(GridSamplerInterpolation interpolation, Fn&& fn) {
   using Acc = AccType<T>;
   switch (interpolation) {
     case GridSamplerInterpolation::kBilinear:
-      return fn(TypeTag<BilinearTable<Acc>>{});
+      return fn(Tables<BilinearTable<Acc>, PlaneBilinear<Acc>>{});
     case GridSamplerInterpolation::kNearest:
-      return fn(TypeTag<NearestTable<Acc>>{});
+      return fn(Tables<NearestTable<Acc>, PlaneNearest<Acc>>{});
     case GridSamplerInterpolation::kBicubic:
       break;
   }
-  return fn(TypeTag<BicubicTable<Acc>>{});
+  return fn(Tables<BicubicTable<Acc>, PlaneBicubic<Acc>>{});
+}
+
+// The strategy of a call (docs/design.md, "grid_sampler_2d: tiles or planes"). Tiles pay when a tile's
+// lanes are filled by channels and when packing a plane (once per channel tile and run of points) costs
+// little next to sweeping the run's points; the plane strategy gathers in place, so its cost and scratch
+// follow the points. The choice does not depend on the thread count (the two strategies' grid gradients
+// may differ in the last bits).
+constexpr int64_t kTileMinPointsPerPixel = 1;      // points per batch / tile pixels, at least
+constexpr int64_t kTileMaxPixels = int64_t{1} << 18;  // tile pixels: 8 MB float tiles per thread, at most
+
+std::atomic<detail::GridSamplerStrategy> forced_strategy{detail::GridSamplerStrategy::kAuto};
+
+template <class T>
+bool use_tiles(const Context<T>& ctx) {
+  const detail::GridSamplerStrategy forced = forced_strategy.load(std::memory_order_relaxed);
+  if (forced != detail::GridSamplerStrategy::kAuto) return forced == detail::GridSamplerStrategy::kTiles;
+  const int64_t lanes = kTileLanes<AccType<T>>;
+  if (ctx.C < lanes) return false;
+  if (ctx.layout.pixels > kTileMaxPixels) return false;
+  return ctx.points >= kTileMinPointsPerPixel * ctx.layout.pixels;
 }
 
 template <class T>
 void run_forward(const TensorView& input, const TensorView& grid, const TensorView& output,
                  const GridSampler2dParams& params) {
   const Context<T> ctx = make_context<T>(input, grid, output, params);
-  dispatch_table<T>(detail::interpolation_of(params), [&](auto table_tag) {
-    forward_kernel<T, typename decltype(table_tag)::type>(ctx, view4<T>(output));
+  const View4<T> out = view4<T>(output);
+  dispatch_tables<T>(detail::interpolation_of(params), [&](auto tables) {
+    using Tables = decltype(tables);
+    if (use_tiles(ctx)) return forward_kernel<T, typename Tables::Tile>(ctx, out);
+    forward_planes<T, typename Tables::Plane>(ctx, out);
   });
 }
 
-// grad_input / grad_grid: null when not wanted. float16/bfloat16 run here too: the tiles are float32
-// (widened as they are packed, rounded once as they are unpacked; rows.h).
+// grad_input / grad_grid: null when not wanted. float16/bfloat16 run here too: tiles and the plane
+// strategy's band buffers are float32 (rounded once as they are written; rows.h).
 template <class T>
 void run_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grid,
                   const TensorView* grad_input, const TensorView* grad_grid, const GridSampler2dParams& params) {
@@ -355,13 +556,24 @@ void run_backward(const TensorView& grad_output, const TensorView& input, const 
   const bool want_input = grad_input != nullptr && !grad_input->is_empty();
   const View4<T> gi = want_input ? view4<T>(*grad_input) : View4<T>{};
   const View4<T> gg = grad_grid ? view4<T>(*grad_grid) : View4<T>{};
-  dispatch_table<T>(detail::interpolation_of(params), [&](auto table_tag) {
-    backward_kernel<T, typename decltype(table_tag)::type>(ctx, view4<const T>(grad_output), want_input ? &gi : nullptr,
-                                                           grad_grid ? &gg : nullptr);
+  const View4<const T> go = view4<const T>(grad_output);
+  dispatch_tables<T>(detail::interpolation_of(params), [&](auto tables) {
+    using Tile = typename decltype(tables)::Tile;
+    using Plane = typename decltype(tables)::Plane;
+    if (use_tiles(ctx)) return backward_kernel<T, Tile>(ctx, go, want_input ? &gi : nullptr, grad_grid ? &gg : nullptr);
+    if (grad_grid != nullptr && !Plane::kHasGridGrad) write_zero_grid_grad<T>(ctx, gg);
+    const bool with_grad = grad_grid != nullptr && Plane::kHasGridGrad;
+    PlaneBackward<T, Plane>{ctx, go, want_input ? &gi : nullptr, with_grad ? &gg : nullptr, with_grad,
+                            plane_geometry(ctx)}
+        .run(get_num_threads());
   });
 }
 
 }  // namespace
+
+void detail::force_grid_sampler_strategy(GridSamplerStrategy strategy) {
+  forced_strategy.store(strategy, std::memory_order_relaxed);
+}
 
 std::vector<int64_t> grid_sampler_2d_output_shape(const std::vector<int64_t>& input_shape,
                                                   const std::vector<int64_t>& grid_shape) {

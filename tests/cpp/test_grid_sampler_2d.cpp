@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "detail/grid_sampler_2d_coords.h"
+#include "detail/grid_sampler_2d_strategy.h"
 #include "spatialgrad/grid_sampler_2d.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"
@@ -270,6 +272,7 @@ TEST(GridSamplerCoords, BlockCoordinatesMatchScalar) {
 // Reflection takes grid values to +-3.2, beyond one reflection of the image (the vectorised
 // coordinates hand those lanes back to the scalar formula).
 TEST(GridSampler2d, ChannelTilesMatchNaiveLoops) {
+  const detail::ForcedGridSamplerStrategy tiles(detail::GridSamplerStrategy::kTiles);
   for (int64_t C : {4, 8, 11})
     for (int mode : {0, 1, 2})
       for (int padding : {0, 1, 2})
@@ -309,6 +312,7 @@ TensorView channels_last(const OwnedTensor<T>& x, std::vector<T>& buffer) {
 // channels-last layout giving the same bits as the contiguous one. The grid-gradient tolerance is
 // float32's own: PyTorch's float32 kernel is as far from float64 on these inputs (bicubic: 2.5e-3).
 TEST(GridSampler2d, Float32TilesMatchFloat64AndChannelsLast) {
+  const detail::ForcedGridSamplerStrategy tiles(detail::GridSamplerStrategy::kTiles);
   for (int64_t C : {8, 13, 16})
     for (int mode : {0, 1, 2}) {
       GridSampler2dParams p;
@@ -509,28 +513,118 @@ TEST(GridSampler2d, NonFiniteGridValues) {
 }
 
 TEST(GridSampler2d, ThreadCountDoesNotChangeBits) {
-  // N = 1 and 3 take the two-pass backward (split by runs and channel blocks), N = 8 the fused one
-  // with 1-4 threads; every path must give the same bytes.
+  // Tiles: N = 1 and 3 take the two-pass backward (split by runs and channel blocks), N = 8 the fused
+  // one with 1-4 threads. Planes: N = 1 and 3 split the input gradient into bands of rows (more bands
+  // for more threads), N = 8 gives a batch per task. Every path must give the same bytes.
+  for (auto strategy : {detail::GridSamplerStrategy::kTiles, detail::GridSamplerStrategy::kPlanes})
+    for (int mode : {0, 1, 2})
+      for (int64_t N : {1, 3, 8}) {
+        const detail::ForcedGridSamplerStrategy forced(strategy);
+        GridSampler2dParams p;
+        p.interpolation_mode = mode;
+        p.padding_mode = 0;
+        auto x = random_tensor<float>({N, 9, 13, 17}, 31);
+        auto grid = random_tensor<float>({N, 40, 37, 2}, 32, -1.2, 1.2);
+        auto g = random_tensor<float>({N, 9, 40, 37}, 33);
+        SCOPED_TRACE("mode " + std::to_string(mode) + " N " + std::to_string(N) + " strategy " +
+                     std::to_string(static_cast<int>(strategy)));
+        testing::expect_same_bits_for_thread_counts({1, 2, 3, 4}, [&] {
+          OwnedTensor<float> y({N, 9, 40, 37}), gi(x.view.sizes()), gg(grid.view.sizes());
+          grid_sampler_2d(x.view, grid.view, y.view, p);
+          grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
+          return testing::concatenated({&y, &gi, &gg});
+        });
+      }
+}
+
+// The plane strategy (gathers in place, bands of rows) against the naive loops, for few and many
+// channels, one-pixel rows and columns, a grid reaching beyond a reflection, both alignments; N = 1 so
+// that the backward splits the rows into bands.
+TEST(GridSampler2d, PlanesMatchNaiveLoops) {
+  const detail::ForcedGridSamplerStrategy planes(detail::GridSamplerStrategy::kPlanes);
+  for (auto [N, C, H, W] : std::vector<std::array<int64_t, 4>>{{1, 1, 9, 70}, {2, 3, 1, 6}, {1, 5, 7, 1}, {3, 9, 6, 5}})
+    for (int mode : {0, 1, 2})
+      for (int padding : {0, 1, 2})
+        for (bool align : {false, true}) {
+          const NaiveGridSampler ref{mode, padding, align};
+          const int64_t Ho = 19, Wo = 23;
+          const double reach = padding == 2 ? 3.2 : 1.3;
+          auto x = random_tensor<double>({N, C, H, W}, 71);
+          auto grid = random_tensor<double>({N, Ho, Wo, 2}, 72, -reach, reach);
+          auto g = random_tensor<double>({N, C, Ho, Wo}, 73);
+          OwnedTensor<double> y({N, C, Ho, Wo}), gi(x.view.sizes()), gg(grid.view.sizes());
+          set_num_threads(3);
+          grid_sampler_2d(x.view, grid.view, y.view, params_of(ref));
+          grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, params_of(ref));
+          set_num_threads(0);
+          const Reference r = naive(ref, x, grid, g);
+          SCOPED_TRACE(::testing::Message() << "N=" << N << " C=" << C << " H=" << H << " W=" << W << " mode=" << mode
+                                            << " padding=" << padding << " align=" << align);
+          testing::expect_all_near(y.storage, r.out, 1e-12);
+          testing::expect_all_near(gi.storage, r.grad_input, 1e-12);
+          testing::expect_all_near(gg.storage, r.grad_grid, 1e-10);
+        }
+}
+
+// Both strategies compute each output and input-gradient element with the same operations in the same
+// order: the same bits, in float32 and float16 (the planes' float band buffers against the float tiles),
+// also for non-finite grid values and a channels-last input. The grid gradient sums the channels in
+// another order (lane by lane in the tiles): within float32 rounding.
+template <class T>
+OwnedTensor<T> stored_as(const OwnedTensor<float>& t) {
+  OwnedTensor<T> out(t.view.sizes(), T{});
+  for (size_t i = 0; i < t.storage.size(); ++i) out.storage[i] = store_as<T>(t.storage[i]);
+  return out;
+}
+
+template <class T>
+void expect_strategies_agree(int mode, int padding) {
+  GridSampler2dParams p;
+  p.interpolation_mode = mode;
+  p.padding_mode = padding;
+  const int64_t N = 2, C = 11, H = 10, W = 13, Ho = 17, Wo = 19;
+  auto gridf = random_tensor<float>({N, Ho, Wo, 2}, 82, -1.3, 1.3);
+  gridf.storage[5] = std::numeric_limits<float>::quiet_NaN();
+  gridf.storage[8] = std::numeric_limits<float>::infinity();
+  auto x = stored_as<T>(random_tensor<float>({N, C, H, W}, 81)), grid = stored_as<T>(gridf);
+  auto g = stored_as<T>(random_tensor<float>({N, C, Ho, Wo}, 83));
+  std::vector<T> x_buffer;
+  const TensorView x_last = channels_last(x, x_buffer);
+  std::vector<float> results[2];
+  for (auto strategy : {detail::GridSamplerStrategy::kTiles, detail::GridSamplerStrategy::kPlanes}) {
+    const detail::ForcedGridSamplerStrategy forced(strategy);
+    OwnedTensor<T> y({N, C, Ho, Wo}, T{}), gi(x.view.sizes(), T{}), gg(grid.view.sizes(), T{}), y2(y.view.sizes(), T{});
+    grid_sampler_2d(x.view, grid.view, y.view, p);
+    grid_sampler_2d(x_last, grid.view, y2.view, p);
+    EXPECT_EQ(std::memcmp(y.data(), y2.data(), y.storage.size() * sizeof(T)), 0);
+    grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
+    std::vector<float>& r = results[strategy == detail::GridSamplerStrategy::kPlanes];
+    for (const auto* t : {&y, &gi, &gg})
+      for (T v : t->storage) r.push_back(load_as<float>(v));
+  }
+  const size_t exact = static_cast<size_t>(N * C * (Ho * Wo + H * W));  // y and gi
+  for (size_t i = 0; i < results[0].size(); ++i) {
+    const float a = results[0][i], b = results[1][i];
+    if (std::isnan(a) || i < exact) {
+      EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << i << ": " << a << " vs " << b;
+    } else {
+      EXPECT_NEAR(a, b, 1e-4f * (1 + std::abs(a))) << i;
+    }
+  }
+}
+
+TEST(GridSampler2d, TilesAndPlanesAgree) {
   for (int mode : {0, 1, 2})
-    for (int64_t N : {1, 3, 8}) {
-      GridSampler2dParams p;
-      p.interpolation_mode = mode;
-      p.padding_mode = 0;
-      auto x = random_tensor<float>({N, 9, 13, 17}, 31);
-      auto grid = random_tensor<float>({N, 40, 37, 2}, 32, -1.2, 1.2);
-      auto g = random_tensor<float>({N, 9, 40, 37}, 33);
-      SCOPED_TRACE("mode " + std::to_string(mode) + " N " + std::to_string(N));
-      testing::expect_same_bits_for_thread_counts({1, 2, 3, 4}, [&] {
-        OwnedTensor<float> y({N, 9, 40, 37}), gi(x.view.sizes()), gg(grid.view.sizes());
-        grid_sampler_2d(x.view, grid.view, y.view, p);
-        grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
-        return testing::concatenated({&y, &gi, &gg});
-      });
+    for (int padding : {0, 1, 2}) {
+      SCOPED_TRACE("mode " + std::to_string(mode) + " padding " + std::to_string(padding));
+      expect_strategies_agree<float>(mode, padding);
+      expect_strategies_agree<Half>(mode, padding);
     }
 }
 
 // The two backward paths (fused per batch, or two passes) sum every element in the same order.
 TEST(GridSampler2d, FusedAndTwoPassBackwardAgreeBitwise) {
+  const detail::ForcedGridSamplerStrategy tiles(detail::GridSamplerStrategy::kTiles);
   GridSampler2dParams p;
   auto x = random_tensor<float>({4, 6, 10, 12}, 41);
   auto grid = random_tensor<float>({4, 30, 20, 2}, 42, -1.1, 1.1);

@@ -316,6 +316,26 @@ struct NearestTable {
 
 // ---- bicubic -----------------------------------------------------------------------------------------
 
+// One bicubic point: its unnormalised coordinates, the weights of its taps along x and y and (with_grad)
+// their derivatives; shared by the tile and plane tables.
+template <class Acc>
+struct BicubicPoint {
+  Acc ux, uy;
+  Acc wx[4], wy[4], dx[4] = {}, dy[4] = {};
+
+  template <class T>
+  BicubicPoint(const Context<T>& ctx, Acc gx, Acc gy, bool with_grad)
+      : ux(detail::unnormalize(gx, ctx.W, ctx.align).value), uy(detail::unnormalize(gy, ctx.H, ctx.align).value) {
+    const Acc tx = ux - std::floor(ux), ty = uy - std::floor(uy);
+    detail::Cubic<Acc>::weights(tx, wx);
+    detail::Cubic<Acc>::weights(ty, wy);
+    if (with_grad) {
+      detail::Cubic<Acc>::derivatives(tx, dx);
+      detail::Cubic<Acc>::derivatives(ty, dy);
+    }
+  }
+};
+
 // 4x4 taps around floor(x), floor(y) of the unnormalised coordinate; each tap coordinate is padded
 // (clip / reflect) on its own and reads 0 outside the image (the zero pixel). The grid gradient uses the
 // unnormalise derivative only (the padding of integral taps does not move with the coordinate).
@@ -348,29 +368,18 @@ struct BicubicTable {
     std::fill(mult[0], mult[0] + count, detail::unnormalize<Acc>(0, ctx.W, ctx.align).grad);
     std::fill(mult[1], mult[1] + count, detail::unnormalize<Acc>(0, ctx.H, ctx.align).grad);
     for (int64_t p = 0; p < count; ++p) {
-      const Acc ux = detail::unnormalize(gx[p], ctx.W, ctx.align).value;
-      const Acc uy = detail::unnormalize(gy[p], ctx.H, ctx.align).value;
+      const BicubicPoint<Acc> point(ctx, gx[p], gy[p], with_grad);
       int32_t xs[4], ys[4];
-      taps(ux, ctx.W, ctx, xs);
-      taps(uy, ctx.H, ctx, ys);
+      taps(point.ux, ctx.W, ctx, xs);
+      taps(point.uy, ctx.H, ctx, ys);
       for (int j = 0; j < 4; ++j)
         for (int i = 0; i < 4; ++i)
           px[j][i][p] = ys[j] >= 0 && xs[i] >= 0 ? ctx.layout.pixel(ys[j], xs[i]) : ctx.layout.zero;
-      const Acc tx = ux - std::floor(ux), ty = uy - std::floor(uy);
-      Acc wx[4], wy[4];
-      detail::Cubic<Acc>::weights(tx, wx);
-      detail::Cubic<Acc>::weights(ty, wy);
       for (int i = 0; i < 4; ++i) {
-        cx[i][p] = wx[i];
-        cy[i][p] = wy[i];
-      }
-      if (with_grad) {
-        detail::Cubic<Acc>::derivatives(tx, wx);
-        detail::Cubic<Acc>::derivatives(ty, wy);
-        for (int i = 0; i < 4; ++i) {
-          dx[i][p] = wx[i];
-          dy[i][p] = wy[i];
-        }
+        cx[i][p] = point.wx[i];
+        cy[i][p] = point.wy[i];
+        dx[i][p] = point.dx[i];
+        dy[i][p] = point.dy[i];
       }
     }
   }

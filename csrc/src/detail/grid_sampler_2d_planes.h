@@ -1,0 +1,310 @@
+// The grid sampler's plane strategy: per-block tables of tap columns, rows and weights, and sweeps that
+// gather from (and scatter into) the input planes where they lie, one channel at a time. No tile is packed,
+// so the cost follows the points and the scratch is a table per thread, whatever the plane. The tile
+// strategy (grid_sampler_2d_tables.h) packs a plane into lane-interleaved channel tiles first, which pays
+// when many channels share each table entry and the plane is small next to the points; the drivers and the
+// choice between the two are in grid_sampler_2d.cpp (docs/design.md, "Shape-aware strategies").
+//
+// Every value is computed with the tile sweeps' formulas in the same operation order, and a tap outside the
+// image reads 0 (then multiplied by its weight, so NaN weights still give NaN): the forward and the input
+// gradient are bitwise those of the tile strategy; the grid gradient sums the channels in channel order
+// (the tiles sum lane by lane first), so it may differ from the tiles' in the last bits.
+//
+// Backward tasks own bands of rows of the input-gradient planes: a task scatters only the taps in its
+// band, visiting the points in order, so every element is summed in point order whatever the bands; the
+// grid gradient of a point is written by the band that holds its home row.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "grid_sampler_2d_coords.h"
+#include "grid_sampler_2d_tables.h"  // kBlock, Context, View4, BicubicTable::taps
+#include "simd.h"
+#include "spatialgrad/dtype.h"
+
+namespace spatialgrad::detail::grid_sampler {
+
+// True when index names a pixel of an axis of `size` pixels (taps outside are -1 or -2).
+SPATIALGRAD_INLINE bool inside(int32_t index, int32_t size) {
+  return static_cast<uint32_t>(index) < static_cast<uint32_t>(size);
+}
+
+// An input plane's geometry (strides in elements).
+struct PlaneGeometry {
+  int64_t s2, s3;
+  int32_t H, W;
+  int64_t at(int32_t y, int32_t x) const { return y * s2 + x * s3; }
+};
+
+// Where a backward task adds its input gradient: rows [band.begin, band.end) of a channel's plane,
+// element (y, x) at base[(y - row0) * s2 + x * s3] (row0 = 0 when writing the gradient in place, the
+// band's first row when writing a float staging buffer of the band).
+template <class Acc>
+struct GradTarget {
+  Acc* base;
+  int64_t s2, s3;
+  int32_t row0, begin, end;  // the band
+  template <bool kBanded>
+  SPATIALGRAD_INLINE void add(int32_t y, int32_t x, Acc v) const {
+    if (kBanded && !(y >= begin && y < end)) return;
+    base[(y - row0) * s2 + x * s3] += v;
+  }
+};
+
+// The home row of a coordinate (its floor, clamped into the plane; 0 for NaN): the band holding it writes
+// the point's grid gradient.
+template <class Acc>
+SPATIALGRAD_INLINE int32_t home_row(Acc y0, int32_t H) {
+  const Acc clamped = y0 > Acc(0) ? (y0 < Acc(H - 1) ? y0 : Acc(H - 1)) : Acc(0);
+  return static_cast<int32_t>(clamped);
+}
+
+// ---- bilinear ----------------------------------------------------------------------------------------
+
+template <class Acc>
+struct PlaneBilinear {
+  static constexpr bool kHasGridGrad = true;
+  static constexpr int64_t kCost = 4;  // rough operations per point and channel
+  int64_t count;
+  int32_t x[kBlock], y[kBlock];  // the nw corner; -2 when no corner is inside (then none is read)
+  int32_t home[kBlock];
+  int64_t offset[kBlock];    // of the nw corner in the input plane (is_inner points)
+  Acc w[4][kBlock];          // nw, ne, sw, se
+  Acc dist[4][kBlock];       // ty, 1-ty, tx, 1-tx
+  Acc mult[2][kBlock];       // d coordinate / d grid value along x and y
+
+  template <class T>
+  void build(const Context<T>& ctx, int64_t n, int64_t b, const PlaneGeometry& g, bool /*with_grad: always*/) {
+    Acc gx[kBlock], gy[kBlock], cx[kBlock], cy[kBlock];
+    count = ctx.grid_block(n, b, gx, gy);
+    detail::source_coordinates(gx, count, ctx.W, ctx.padding, ctx.align, cx, mult[0]);
+    detail::source_coordinates(gy, count, ctx.H, ctx.padding, ctx.align, cy, mult[1]);
+    fill(cx, cy, g);
+  }
+
+  // As BilinearTable::fill, with columns and rows in place of tile pixels: branch-free selects of
+  // values already computed, then conversions, so that GCC vectorises the loop (as BilinearTable::fill);
+  // the int64 offsets (no AVX2 multiply) and the home rows in a second, scalar loop.
+  SG_SIMD_CLONES void fill(const Acc* __restrict cx, const Acc* __restrict cy, PlaneGeometry g) {
+    const Acc W = static_cast<Acc>(g.W), H = static_cast<Acc>(g.H);
+    for (int64_t i = 0; i < count; ++i) {
+      const Acc x0 = detail::floor_of(cx[i]), y0 = detail::floor_of(cy[i]);
+      const Acc tx = cx[i] - x0, ty = cy[i] - y0, ex = 1 - tx, sy = 1 - ty;
+      // Converted only when within a pixel of the image, so NaN, Inf or huge coordinates never reach an int.
+      const bool framed = (x0 >= -1) & (x0 < W) & (y0 >= -1) & (y0 < H);
+      x[i] = static_cast<int32_t>(framed ? x0 : Acc(-2));
+      y[i] = static_cast<int32_t>(framed ? y0 : Acc(-2));
+      w[0][i] = sy * ex;
+      w[1][i] = sy * tx;
+      w[2][i] = ty * ex;
+      w[3][i] = ty * tx;
+      dist[0][i] = ty;
+      dist[1][i] = sy;
+      dist[2][i] = tx;
+      dist[3][i] = ex;
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      offset[i] = is_inner(i, g) ? g.at(y[i], x[i]) : 0;
+      home[i] = std::clamp(y[i], 0, g.H - 1);
+    }
+  }
+
+  // All four corners inside: read from offset, unchecked.
+  SPATIALGRAD_INLINE bool is_inner(int64_t i, const PlaneGeometry& g) const {
+    return inside(x[i], g.W - 1) & inside(y[i], g.H - 1);
+  }
+
+  // The values of point i's nw, ne, sw, se corners (0 outside the image).
+  template <class T>
+  SPATIALGRAD_INLINE void corners(const T* plane, const PlaneGeometry& g, int64_t i, Acc (&v)[4]) const {
+    if (is_inner(i, g)) {
+      const T* q = plane + offset[i];
+      v[0] = load_as<Acc>(q[0]);
+      v[1] = load_as<Acc>(q[g.s3]);
+      v[2] = load_as<Acc>(q[g.s2]);
+      v[3] = load_as<Acc>(q[g.s2 + g.s3]);
+      return;
+    }
+    for (int k = 0; k < 4; ++k) {
+      const int32_t yk = y[i] + (k >> 1), xk = x[i] + (k & 1);
+      v[k] = inside(xk, g.W) && inside(yk, g.H) ? load_as<Acc>(plane[g.at(yk, xk)]) : Acc(0);
+    }
+  }
+
+  template <class T>
+  SG_SIMD_CLONES void forward(const T* __restrict plane, PlaneGeometry g, T* __restrict out,
+                              const int64_t* __restrict out_offset) const {
+    for (int64_t i = 0; i < count; ++i) {
+      Acc v[4];
+      corners(plane, g, i, v);
+      out[out_offset[i]] = store_as<T>(v[0] * w[0][i] + v[1] * w[1][i] + v[2] * w[2][i] + v[3] * w[3][i]);
+    }
+  }
+
+  // One channel's backward: kGrid adds d output / d coordinate * g to sx, sy (points with owned[i]
+  // only when kBanded), kScatter adds the weighted g to the target's corners in its band.
+  template <bool kBanded, bool kScatter, bool kGrid, class T>
+  SG_SIMD_CLONES void backward(const T* __restrict plane, PlaneGeometry g, const T* __restrict go,
+                               const int64_t* __restrict go_offset, GradTarget<Acc> target,
+                               const bool* __restrict owned, Acc* __restrict sx, Acc* __restrict sy) const {
+    for (int64_t i = 0; i < count; ++i) {
+      const Acc gv = load_as<Acc>(go[go_offset[i]]);
+      if constexpr (kGrid) {
+        if (!kBanded || owned[i]) {
+          Acc v[4];
+          corners(plane, g, i, v);
+          sx[i] += ((v[1] - v[0]) * dist[1][i] + (v[3] - v[2]) * dist[0][i]) * gv;
+          sy[i] += ((v[2] - v[0]) * dist[3][i] + (v[3] - v[1]) * dist[2][i]) * gv;
+        }
+      }
+      if constexpr (kScatter) {
+        for (int k = 0; k < 4; ++k) {
+          const int32_t yk = y[i] + (k >> 1), xk = x[i] + (k & 1);
+          if (inside(xk, g.W) && inside(yk, g.H)) target.template add<kBanded>(yk, xk, w[k][i] * gv);
+        }
+      }
+    }
+  }
+};
+
+// ---- nearest -----------------------------------------------------------------------------------------
+
+template <class Acc>
+struct PlaneNearest {
+  static constexpr bool kHasGridGrad = false;
+  static constexpr int64_t kCost = 1;
+  int64_t count;
+  int32_t x[kBlock], y[kBlock];  // -1 when outside the image
+  int32_t home[kBlock];
+  int64_t offset[kBlock];
+  Acc mult[2][kBlock];  // unused (no grid gradient); kept for the drivers' common shape
+
+  template <class T>
+  void build(const Context<T>& ctx, int64_t n, int64_t b, const PlaneGeometry& g, bool /*with_grad: always*/) {
+    Acc gx[kBlock], gy[kBlock], cx[kBlock], cy[kBlock];
+    count = ctx.grid_block(n, b, gx, gy);
+    detail::source_coordinates(gx, count, ctx.W, ctx.padding, ctx.align, cx, mult[0]);
+    detail::source_coordinates(gy, count, ctx.H, ctx.padding, ctx.align, cy, mult[1]);
+    fill(cx, cy, g);
+  }
+
+  // As NearestTable::fill (round half to even), with plane offsets.
+  SG_SIMD_CLONES void fill(const Acc* __restrict cx, const Acc* __restrict cy, PlaneGeometry g) {
+    const Acc W = static_cast<Acc>(g.W), H = static_cast<Acc>(g.H);
+    for (int64_t i = 0; i < count; ++i) {
+      const Acc xr = std::nearbyint(cx[i]), yr = std::nearbyint(cy[i]);
+      const bool in = (xr >= 0) & (xr < W) & (yr >= 0) & (yr < H);  // false for NaN
+      x[i] = static_cast<int32_t>(in ? xr : Acc(-1));  // selected, then converted: vectorised
+      y[i] = static_cast<int32_t>(in ? yr : Acc(-1));
+      home[i] = static_cast<int32_t>(in ? yr : Acc(0));
+    }
+    for (int64_t i = 0; i < count; ++i) offset[i] = x[i] >= 0 ? g.at(y[i], x[i]) : 0;
+  }
+
+  template <class T>
+  SG_SIMD_CLONES void forward(const T* __restrict plane, PlaneGeometry, T* __restrict out,
+                              const int64_t* __restrict out_offset) const {
+    for (int64_t i = 0; i < count; ++i) {
+      out[out_offset[i]] = x[i] >= 0 ? plane[offset[i]] : store_as<T>(Acc(0));
+    }
+  }
+
+  template <bool kBanded, bool kScatter, bool kGrid, class T>
+  SG_SIMD_CLONES void backward(const T*, PlaneGeometry, const T* __restrict go, const int64_t* __restrict go_offset,
+                               GradTarget<Acc> target, const bool*, Acc*, Acc*) const {
+    static_assert(!kGrid, "nearest has no grid gradient");
+    if constexpr (kScatter) {
+      for (int64_t i = 0; i < count; ++i) {
+        if (x[i] >= 0) target.template add<kBanded>(y[i], x[i], load_as<Acc>(go[go_offset[i]]));
+      }
+    }
+  }
+};
+
+// ---- bicubic -----------------------------------------------------------------------------------------
+
+template <class Acc>
+struct PlaneBicubic {
+  static constexpr bool kHasGridGrad = true;
+  static constexpr int64_t kCost = 20;
+  int64_t count;
+  int32_t xs[4][kBlock], ys[4][kBlock];  // padded tap columns and rows, -1 when outside
+  int32_t home[kBlock];
+  Acc cx[4][kBlock], cy[4][kBlock];  // tap weights
+  Acc dx[4][kBlock], dy[4][kBlock];  // their derivatives (grid gradient only)
+  Acc mult[2][kBlock];
+
+  template <class T>
+  void build(const Context<T>& ctx, int64_t n, int64_t b, const PlaneGeometry& g, bool with_grad) {
+    Acc gx[kBlock], gy[kBlock];
+    count = ctx.grid_block(n, b, gx, gy);
+    std::fill(mult[0], mult[0] + count, detail::unnormalize<Acc>(0, ctx.W, ctx.align).grad);
+    std::fill(mult[1], mult[1] + count, detail::unnormalize<Acc>(0, ctx.H, ctx.align).grad);
+    for (int64_t p = 0; p < count; ++p) {
+      const BicubicPoint<Acc> point(ctx, gx[p], gy[p], with_grad);
+      int32_t x4[4], y4[4];
+      BicubicTable<Acc>::taps(point.ux, ctx.W, ctx, x4);
+      BicubicTable<Acc>::taps(point.uy, ctx.H, ctx, y4);
+      home[p] = home_row(std::floor(point.uy), g.H);
+      for (int k = 0; k < 4; ++k) {
+        xs[k][p] = x4[k];
+        ys[k][p] = y4[k];
+        cx[k][p] = point.wx[k];
+        cy[k][p] = point.wy[k];
+        dx[k][p] = point.dx[k];
+        dy[k][p] = point.dy[k];
+      }
+    }
+  }
+
+  template <class T>
+  SPATIALGRAD_INLINE Acc tap(const T* plane, const PlaneGeometry& g, int64_t p, int j, int i) const {
+    return xs[i][p] >= 0 && ys[j][p] >= 0 ? load_as<Acc>(plane[g.at(ys[j][p], xs[i][p])]) : Acc(0);
+  }
+
+  // Rows first (x taps), then the column of row sums (y taps), as BicubicTable::forward.
+  template <class T>
+  SG_SIMD_CLONES void forward(const T* __restrict plane, PlaneGeometry g, T* __restrict out,
+                              const int64_t* __restrict out_offset) const {
+    for (int64_t p = 0; p < count; ++p) {
+      Acc rows[4];
+      for (int j = 0; j < 4; ++j) {
+        rows[j] = tap(plane, g, p, j, 0) * cx[0][p];
+        for (int i = 1; i < 4; ++i) rows[j] += tap(plane, g, p, j, i) * cx[i][p];
+      }
+      out[out_offset[p]] = store_as<T>(rows[0] * cy[0][p] + rows[1] * cy[1][p] + rows[2] * cy[2][p] + rows[3] * cy[3][p]);
+    }
+  }
+
+  // As BicubicTable::backward, tap order included (x taps outside, y taps inside).
+  template <bool kBanded, bool kScatter, bool kGrid, class T>
+  SG_SIMD_CLONES void backward(const T* __restrict plane, PlaneGeometry g, const T* __restrict go,
+                               const int64_t* __restrict go_offset, GradTarget<Acc> target,
+                               const bool* __restrict owned, Acc* __restrict sx, Acc* __restrict sy) const {
+    for (int64_t p = 0; p < count; ++p) {
+      const Acc gv = load_as<Acc>(go[go_offset[p]]);
+      const bool grid = kGrid && (!kBanded || owned[p]);
+      Acc ax = 0, ay = 0;
+      for (int i = 0; i < 4; ++i) {
+        const Acc gx = gv * cx[i][p];
+        for (int j = 0; j < 4; ++j) {
+          const bool in = xs[i][p] >= 0 && ys[j][p] >= 0;
+          if (kScatter && in) target.template add<kBanded>(ys[j][p], xs[i][p], gx * cy[j][p]);
+          if (grid) {
+            const Acc vg = tap(plane, g, p, j, i) * gv;
+            ax -= vg * dx[i][p] * cy[j][p];
+            ay -= vg * dy[j][p] * cx[i][p];
+          }
+        }
+      }
+      if (grid) {
+        sx[p] += ax;
+        sy[p] += ay;
+      }
+    }
+  }
+};
+
+}  // namespace spatialgrad::detail::grid_sampler
