@@ -372,12 +372,15 @@ struct PlaneBackward {
   bool with_grad;              // grid gradient wanted and not identically zero
   PlaneGeometry g;
 
+  // The grid-gradient sums are kept per lane as in the tiles (channel c adds to lane c % kLanes, the
+  // lanes are summed in lane order at the end), so that both strategies give the same bits.
+  static constexpr int64_t kLanes = kTileLanes<Acc>;
   struct Scratch {
     std::unique_ptr<Table> table = std::make_unique<Table>();
     std::vector<Acc> staged;  // the band's input gradient (kStaged)
     int64_t offsets[kBlock];
     bool owned[kBlock];
-    Acc sx[kBlock], sy[kBlock];
+    Acc sx[kLanes][kBlock], sy[kLanes][kBlock];
   };
 
   int64_t band_count(int64_t threads) const {
@@ -436,8 +439,10 @@ struct PlaneBackward {
       point_offsets(ctx, b, scratch.offsets);
       for (int64_t i = 0; i < table.count; ++i) scratch.owned[i] = table.home[i] >= begin && table.home[i] < end;
       if (with_grad) {
-        std::fill(scratch.sx, scratch.sx + table.count, Acc(0));
-        std::fill(scratch.sy, scratch.sy + table.count, Acc(0));
+        for (int64_t l = 0; l < kLanes; ++l) {
+          std::fill(scratch.sx[l], scratch.sx[l] + table.count, Acc(0));
+          std::fill(scratch.sy[l], scratch.sy[l] + table.count, Acc(0));
+        }
       }
       sweep_channels<kBanded>(n, targets, scratch);
       if (with_grad) write_owned_grid_grad(n, b, scratch);
@@ -455,17 +460,19 @@ struct PlaneBackward {
       const T* plane = ctx.input.plane(n, c);
       const T* gop = go.plane(n, c);
       const GradTarget<Acc> target = scatter ? targets[static_cast<size_t>(c)] : GradTarget<Acc>{};
+      Acc* sx = s.sx[c % kLanes];
+      Acc* sy = s.sy[c % kLanes];
       if constexpr (Table::kHasGridGrad) {
         if (scatter && with_grad) {
-          t.template backward<kBanded, true, true>(plane, g, gop, s.offsets, target, s.owned, s.sx, s.sy);
+          t.template backward<kBanded, true, true>(plane, g, gop, s.offsets, target, s.owned, sx, sy);
           continue;
         }
         if (with_grad) {
-          t.template backward<kBanded, false, true>(plane, g, gop, s.offsets, target, s.owned, s.sx, s.sy);
+          t.template backward<kBanded, false, true>(plane, g, gop, s.offsets, target, s.owned, sx, sy);
           continue;
         }
       }
-      if (scatter) t.template backward<kBanded, true, false>(plane, g, gop, s.offsets, target, s.owned, s.sx, s.sy);
+      if (scatter) t.template backward<kBanded, true, false>(plane, g, gop, s.offsets, target, s.owned, sx, sy);
     }
   }
 
@@ -475,9 +482,14 @@ struct PlaneBackward {
     ctx.for_points(b, [&](int64_t p, int64_t h, int64_t w) {
       const int64_t i = p - b * kBlock;
       if (!s.owned[i]) return;
+      Acc x = s.sx[0][i], y = s.sy[0][i];
+      for (int64_t l = 1; l < kLanes; ++l) {  // lane order, as rows.h add_lane_sums
+        x += s.sx[l][i];
+        y += s.sy[l][i];
+      }
       T* out = gg.data + n * gg.s0 + h * gg.s1 + w * gg.s2;
-      out[0] = store_as<T>(s.sx[i] * t.mult[0][i]);
-      out[gg.s3] = store_as<T>(s.sy[i] * t.mult[1][i]);
+      out[0] = store_as<T>((Acc(0) + x) * t.mult[0][i]);
+      out[gg.s3] = store_as<T>((Acc(0) + y) * t.mult[1][i]);
     });
   }
 

@@ -6,9 +6,9 @@
 // choice between the two are in grid_sampler_2d.cpp (docs/design.md, "Shape-aware strategies").
 //
 // Every value is computed with the tile sweeps' formulas in the same operation order, and a tap outside the
-// image reads 0 (then multiplied by its weight, so NaN weights still give NaN): the forward and the input
-// gradient are bitwise those of the tile strategy; the grid gradient sums the channels in channel order
-// (the tiles sum lane by lane first), so it may differ from the tiles' in the last bits.
+// image reads 0 (then multiplied by its weight, so NaN weights still give NaN); the grid gradient is summed
+// per lane of a tile and then over the lanes, as in the tiles (the driver keeps the lane sums). So both
+// strategies give the same bits, and the driver may choose between them by the thread count.
 //
 // Backward tasks own bands of rows of the input-gradient planes: a task scatters only the taps in its
 // band, visiting the points in order, so every element is summed in point order whatever the bands; the
