@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <initializer_list>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -101,7 +102,9 @@ void for_channel_tiles(int64_t c0, int64_t c1, Fn&& fn) {
 // Tables are grouped into runs of consecutive blocks of one batch. Kernels loop channel tiles outside
 // and the run's points inside, so one input (or input-gradient) tile stays in L2 while the run's
 // tables stream. A run has at most kMaxRunBlocks blocks, fewer when there are too few runs to give
-// every thread two.
+// every thread two, but at least as many points as the tile has pixels (up to the whole batch): each
+// run packs its tiles again, and with fewer points than pixels the packing would cost more than the
+// sweep (the plane (8,3,256,256) with a 256^2 grid was packed 16 times per batch: 5x the sweep).
 constexpr int64_t kMaxRunBlocks = 16;
 
 struct Runs {
@@ -109,9 +112,14 @@ struct Runs {
 };
 
 template <class T>
+int64_t min_run_blocks(const Context<T>& ctx) {
+  return std::min(ctx.blocks, (int64_t{ctx.layout.pixels} + kBlock - 1) / kBlock);
+}
+
+template <class T>
 Runs make_runs(const Context<T>& ctx, int64_t threads) {
   const int64_t wanted = (ctx.N * ctx.blocks + 2 * threads - 1) / (2 * threads);
-  const int64_t per_run = std::clamp<int64_t>(wanted, 1, kMaxRunBlocks);
+  const int64_t per_run = std::max({std::min(wanted, kMaxRunBlocks), min_run_blocks(ctx), int64_t{1}});
   const int64_t per_batch = (ctx.blocks + per_run - 1) / per_run;
   return {per_run, per_batch, ctx.N * per_batch};
 }
@@ -383,6 +391,10 @@ struct PlaneBackward {
     Acc sx[kLanes][kBlock], sy[kLanes][kBlock];
   };
 
+  // The lanes that receive a channel. The tiles add the others too, but those hold +0 (lanes start at +0
+  // and never become -0), and x + 0 == x for every other x.
+  int64_t used_lanes() const { return std::min(kLanes, ctx.C); }
+
   int64_t band_count(int64_t threads) const {
     int64_t bands = ctx.N >= 2 * threads ? 1 : (2 * threads + ctx.N - 1) / ctx.N;
     if (kStaged && grad_input != nullptr) {
@@ -420,7 +432,12 @@ struct PlaneBackward {
     } else {
       T* plane = grad_input->plane(n, c);
       for (int64_t y = begin; y < end; ++y) {
-        for (int64_t x = 0; x < ctx.W; ++x) plane[y * grad_input->s2 + x * grad_input->s3] = T(0);
+        T* row = plane + y * grad_input->s2;
+        if (grad_input->s3 == 1) {
+          std::fill(row, row + ctx.W, T(0));
+        } else {
+          for (int64_t x = 0; x < ctx.W; ++x) row[x * grad_input->s3] = T(0);
+        }
       }
       return {plane, grad_input->s2, grad_input->s3, 0, begin, end};
     }
@@ -439,7 +456,7 @@ struct PlaneBackward {
       point_offsets(ctx, b, scratch.offsets);
       for (int64_t i = 0; i < table.count; ++i) scratch.owned[i] = table.home[i] >= begin && table.home[i] < end;
       if (with_grad) {
-        for (int64_t l = 0; l < kLanes; ++l) {
+        for (int64_t l = 0; l < used_lanes(); ++l) {
           std::fill(scratch.sx[l], scratch.sx[l] + table.count, Acc(0));
           std::fill(scratch.sy[l], scratch.sy[l] + table.count, Acc(0));
         }
@@ -483,7 +500,7 @@ struct PlaneBackward {
       const int64_t i = p - b * kBlock;
       if (!s.owned[i]) return;
       Acc x = s.sx[0][i], y = s.sy[0][i];
-      for (int64_t l = 1; l < kLanes; ++l) {  // lane order, as rows.h add_lane_sums
+      for (int64_t l = 1; l < used_lanes(); ++l) {  // lane order, as rows.h add_lane_sums
         x += s.sx[l][i];
         y += s.sy[l][i];
       }
@@ -527,24 +544,54 @@ void dispatch_tables(GridSamplerInterpolation interpolation, Fn&& fn) {
   return fn(Tables<BicubicTable<Acc>, PlaneBicubic<Acc>>{});
 }
 
-// The strategy of a call (docs/design.md, "grid_sampler_2d: tiles or planes"). Tiles pay when a tile's
-// lanes are filled by channels and when packing a plane (once per channel tile and run of points) costs
-// little next to sweeping the run's points; the plane strategy gathers in place, so its cost and scratch
-// follow the points. The choice does not depend on the thread count (the two strategies' grid gradients
-// may differ in the last bits).
-constexpr int64_t kTileMinPointsPerPixel = 1;      // points per batch / tile pixels, at least
-constexpr int64_t kTileMaxPixels = int64_t{1} << 18;  // tile pixels: 8 MB float tiles per thread, at most
+// The strategy of a call (docs/design.md, "grid_sampler_2d: tiles or planes"). Both give the same bits,
+// so the choice may follow the thread count. Tiles pay when a tile's lanes are shared by channels and a
+// packed plane is swept by at least as many points as it has pixels (runs, above); they are refused when
+// their scratch would pass the call's bound, max(64 MiB, 25% of inputs + outputs) (docs/operators.md).
+// The plane strategy gathers in place: its cost and scratch follow the points, whatever the plane.
+constexpr int64_t kTileMinChannels = 2;           // one channel fills one lane of 8: planes (measured)
+constexpr int64_t kTileMaxPixelsPerPoint = 4;     // tile pixels / points per batch, at most (measured)
+// A tile whose lanes are partly empty (fewer channels than lanes) is larger than the planes it holds;
+// past the L2 cache its random taps miss more than the planes' do, and the planes won ((8,3,256,256), a
+// 2 MB tile: forward 17 vs 23 ms, backward 67 vs 136 ms, 2 threads; (64,3,32,32), a 35 KB tile: equal).
+constexpr int64_t kTileMaxPartialBytes = int64_t{1} << 20;
+constexpr int64_t kScratchFloorBytes = int64_t{64} << 20;
 
 std::atomic<detail::GridSamplerStrategy> forced_strategy{detail::GridSamplerStrategy::kAuto};
 
-template <class T>
-bool use_tiles(const Context<T>& ctx) {
+// The scratch bound of a call whose inputs and outputs take in_out_bytes.
+inline int64_t scratch_bound(int64_t in_out_bytes) { return std::max(kScratchFloorBytes, in_out_bytes / 4); }
+
+// Scratch of the tile strategy: per thread, the input tile (and input-gradient tile) and the tables of a
+// run (of a whole batch, with its grid sums, in the fused backward); the two-pass backward keeps every
+// table of the call.
+template <class T, class Table>
+int64_t tile_scratch_bytes(const Context<T>& ctx, bool backward, int64_t threads) {
+  using Acc = AccType<T>;
+  const int64_t tile = int64_t{ctx.layout.pixels} * kTileLanes<Acc> * static_cast<int64_t>(sizeof(Acc));
+  const int64_t table = sizeof(Table), sums = 2 * kBlock * kTileLanes<Acc> * static_cast<int64_t>(sizeof(Acc));
+  if (!backward) return threads * (tile + make_runs(ctx, threads).blocks_per_run * table);
+  if (ctx.N >= 2 * threads) return threads * (2 * tile + ctx.blocks * (table + sums));
+  return ctx.N * ctx.blocks * table + threads * (2 * tile + make_runs(ctx, threads).blocks_per_run * sums);
+}
+
+template <class T, class Table>
+bool use_tiles(const Context<T>& ctx, bool backward, int64_t in_out_bytes) {
   const detail::GridSamplerStrategy forced = forced_strategy.load(std::memory_order_relaxed);
   if (forced != detail::GridSamplerStrategy::kAuto) return forced == detail::GridSamplerStrategy::kTiles;
-  const int64_t lanes = kTileLanes<AccType<T>>;
-  if (ctx.C < lanes) return false;
-  if (ctx.layout.pixels > kTileMaxPixels) return false;
-  return ctx.points >= kTileMinPointsPerPixel * ctx.layout.pixels;
+  if (ctx.C < kTileMinChannels) return false;
+  if (ctx.layout.pixels > kTileMaxPixelsPerPoint * ctx.points) return false;
+  const int64_t tile_bytes = int64_t{ctx.layout.pixels} * kTileBytes;
+  if (ctx.C < kTileLanes<AccType<T>> && tile_bytes > kTileMaxPartialBytes) return false;
+  return tile_scratch_bytes<T, Table>(ctx, backward, get_num_threads()) <= scratch_bound(in_out_bytes);
+}
+
+inline int64_t bytes_of(std::initializer_list<const TensorView*> tensors) {
+  int64_t total = 0;
+  for (const TensorView* t : tensors) {
+    if (t != nullptr) total += t->numel() * dtype_size(t->dtype());
+  }
+  return total;
 }
 
 template <class T>
@@ -554,7 +601,8 @@ void run_forward(const TensorView& input, const TensorView& grid, const TensorVi
   const View4<T> out = view4<T>(output);
   dispatch_tables<T>(detail::interpolation_of(params), [&](auto tables) {
     using Tables = decltype(tables);
-    if (use_tiles(ctx)) return forward_kernel<T, typename Tables::Tile>(ctx, out);
+    const int64_t in_out = bytes_of({&input, &grid, &output});
+    if (use_tiles<T, typename Tables::Tile>(ctx, false, in_out)) return forward_kernel<T, typename Tables::Tile>(ctx, out);
     forward_planes<T, typename Tables::Plane>(ctx, out);
   });
 }
@@ -572,7 +620,10 @@ void run_backward(const TensorView& grad_output, const TensorView& input, const 
   dispatch_tables<T>(detail::interpolation_of(params), [&](auto tables) {
     using Tile = typename decltype(tables)::Tile;
     using Plane = typename decltype(tables)::Plane;
-    if (use_tiles(ctx)) return backward_kernel<T, Tile>(ctx, go, want_input ? &gi : nullptr, grad_grid ? &gg : nullptr);
+    const int64_t in_out = bytes_of({&grad_output, &input, &grid, grad_input, grad_grid});
+    if (use_tiles<T, Tile>(ctx, true, in_out)) {
+      return backward_kernel<T, Tile>(ctx, go, want_input ? &gi : nullptr, grad_grid ? &gg : nullptr);
+    }
     if (grad_grid != nullptr && !Plane::kHasGridGrad) write_zero_grid_grad<T>(ctx, gg);
     const bool with_grad = grad_grid != nullptr && Plane::kHasGridGrad;
     PlaneBackward<T, Plane>{ctx, go, want_input ? &gi : nullptr, with_grad ? &gg : nullptr, with_grad,

@@ -51,6 +51,19 @@ struct GradTarget {
     if (kBanded && !(y >= begin && y < end)) return;
     base[(y - row0) * s2 + x * s3] += v;
   }
+  // The four corners of a point whose corners are all inside the image (v: nw, ne, sw, se).
+  template <bool kBanded>
+  SPATIALGRAD_INLINE void add_corners(int32_t y, int32_t x, Acc nw, Acc ne, Acc sw, Acc se) const {
+    Acc* p = base + (y - row0) * s2 + x * s3;
+    if (!kBanded || (y >= begin && y < end)) {
+      p[0] += nw;
+      p[s3] += ne;
+    }
+    if (!kBanded || (y + 1 >= begin && y + 1 < end)) {
+      p[s2] += sw;
+      p[s2 + s3] += se;
+    }
+  }
 };
 
 // The home row of a coordinate (its floor, clamped into the plane; 0 for NaN): the band holding it writes
@@ -160,6 +173,10 @@ struct PlaneBilinear {
         }
       }
       if constexpr (kScatter) {
+        if (is_inner(i, g)) {
+          target.template add_corners<kBanded>(y[i], x[i], w[0][i] * gv, w[1][i] * gv, w[2][i] * gv, w[3][i] * gv);
+          continue;
+        }
         for (int k = 0; k < 4; ++k) {
           const int32_t yk = y[i] + (k >> 1), xk = x[i] + (k & 1);
           if (inside(xk, g.W) && inside(yk, g.H)) target.template add<kBanded>(yk, xk, w[k][i] * gv);
