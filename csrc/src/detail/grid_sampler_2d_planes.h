@@ -248,6 +248,8 @@ struct PlaneBicubic {
   static constexpr int64_t kCost = 20;
   int64_t count;
   int32_t xs[4][kBlock], ys[4][kBlock];  // padded tap columns and rows, -1 when outside
+  int64_t row[4][kBlock], col[4][kBlock];  // ys * s2 and xs * s3: tap (j, i) at row[j] + col[i]
+  bool inner[kBlock];                      // all 16 taps inside: read unchecked
   int32_t home[kBlock];
   Acc cx[4][kBlock], cy[4][kBlock];  // tap weights
   Acc dx[4][kBlock], dy[4][kBlock];  // their derivatives (grid gradient only)
@@ -265,9 +267,13 @@ struct PlaneBicubic {
       BicubicTable<Acc>::taps(point.ux, ctx.W, ctx, x4);
       BicubicTable<Acc>::taps(point.uy, ctx.H, ctx, y4);
       home[p] = home_row(std::floor(point.uy), g.H);
+      inner[p] = true;
       for (int k = 0; k < 4; ++k) {
         xs[k][p] = x4[k];
         ys[k][p] = y4[k];
+        row[k][p] = int64_t{y4[k]} * g.s2;
+        col[k][p] = int64_t{x4[k]} * g.s3;
+        inner[p] = inner[p] && x4[k] >= 0 && y4[k] >= 0;
         cx[k][p] = point.wx[k];
         cy[k][p] = point.wy[k];
         dx[k][p] = point.dx[k];
@@ -277,19 +283,20 @@ struct PlaneBicubic {
   }
 
   template <class T>
-  SPATIALGRAD_INLINE Acc tap(const T* plane, const PlaneGeometry& g, int64_t p, int j, int i) const {
-    return xs[i][p] >= 0 && ys[j][p] >= 0 ? load_as<Acc>(plane[g.at(ys[j][p], xs[i][p])]) : Acc(0);
+  SPATIALGRAD_INLINE Acc tap(const T* plane, int64_t p, int j, int i) const {
+    if (inner[p]) return load_as<Acc>(plane[row[j][p] + col[i][p]]);
+    return xs[i][p] >= 0 && ys[j][p] >= 0 ? load_as<Acc>(plane[row[j][p] + col[i][p]]) : Acc(0);
   }
 
   // Rows first (x taps), then the column of row sums (y taps), as BicubicTable::forward.
   template <class T>
-  SG_SIMD_CLONES void forward(const T* __restrict plane, PlaneGeometry g, T* __restrict out,
+  SG_SIMD_CLONES void forward(const T* __restrict plane, PlaneGeometry, T* __restrict out,
                               const int64_t* __restrict out_offset) const {
     for (int64_t p = 0; p < count; ++p) {
       Acc rows[4];
       for (int j = 0; j < 4; ++j) {
-        rows[j] = tap(plane, g, p, j, 0) * cx[0][p];
-        for (int i = 1; i < 4; ++i) rows[j] += tap(plane, g, p, j, i) * cx[i][p];
+        rows[j] = tap(plane, p, j, 0) * cx[0][p];
+        for (int i = 1; i < 4; ++i) rows[j] += tap(plane, p, j, i) * cx[i][p];
       }
       out[out_offset[p]] = store_as<T>(rows[0] * cy[0][p] + rows[1] * cy[1][p] + rows[2] * cy[2][p] + rows[3] * cy[3][p]);
     }
@@ -297,7 +304,7 @@ struct PlaneBicubic {
 
   // As BicubicTable::backward, tap order included (x taps outside, y taps inside).
   template <bool kBanded, bool kScatter, bool kGrid, class T>
-  SG_SIMD_CLONES void backward(const T* __restrict plane, PlaneGeometry g, const T* __restrict go,
+  SG_SIMD_CLONES void backward(const T* __restrict plane, PlaneGeometry, const T* __restrict go,
                                const int64_t* __restrict go_offset, GradTarget<Acc> target,
                                const bool* __restrict owned, Acc* __restrict sx, Acc* __restrict sy) const {
     for (int64_t p = 0; p < count; ++p) {
@@ -307,10 +314,10 @@ struct PlaneBicubic {
       for (int i = 0; i < 4; ++i) {
         const Acc gx = gv * cx[i][p];
         for (int j = 0; j < 4; ++j) {
-          const bool in = xs[i][p] >= 0 && ys[j][p] >= 0;
+          const bool in = inner[p] || (xs[i][p] >= 0 && ys[j][p] >= 0);
           if (kScatter && in) target.template add<kBanded>(ys[j][p], xs[i][p], gx * cy[j][p]);
           if (grid) {
-            const Acc vg = tap(plane, g, p, j, i) * gv;
+            const Acc vg = tap(plane, p, j, i) * gv;
             ax -= vg * dx[i][p] * cy[j][p];
             ay -= vg * dy[j][p] * cx[i][p];
           }
