@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cmath>
 #include <initializer_list>
 #include <memory>
@@ -578,10 +579,11 @@ int64_t tile_scratch_bytes(const Context<T>& ctx, bool backward, int64_t threads
 template <class T, class Table>
 bool use_tiles(const Context<T>& ctx, bool backward, int64_t in_out_bytes) {
   const detail::GridSamplerStrategy forced = forced_strategy.load(std::memory_order_relaxed);
+  if (ctx.tile_pixels > INT32_MAX) return false;  // beyond the tiles' int32 pixel numbers
   if (forced != detail::GridSamplerStrategy::kAuto) return forced == detail::GridSamplerStrategy::kTiles;
-  if (ctx.C < kTileMinChannels) return false;
-  if (ctx.layout.pixels > kTileMaxPixelsPerPoint * ctx.points) return false;
-  const int64_t tile_bytes = int64_t{ctx.layout.pixels} * kTileBytes;
+  if (ctx.C < kTileMinChannels || ctx.tile_pixels > INT32_MAX) return false;
+  if (ctx.tile_pixels > kTileMaxPixelsPerPoint * ctx.points) return false;
+  const int64_t tile_bytes = ctx.tile_pixels * kTileBytes;
   if (ctx.C < kTileLanes<AccType<T>> && tile_bytes > kTileMaxPartialBytes) return false;
   return tile_scratch_bytes<T, Table>(ctx, backward, get_num_threads()) <= scratch_bound(in_out_bytes);
 }

@@ -633,6 +633,24 @@ TEST(GridSampler2d, FusedAndTwoPassBackwardAgreeBitwise) {
   EXPECT_EQ(std::memcmp(gg1.data(), gg2.data(), gg1.storage.size() * sizeof(float)), 0);
 }
 
+// A plane whose framed pixels pass int32 (46342 x 46342, a broadcast view of one value) runs on the
+// plane strategy, also when the tiles are forced: every mode samples the value, and the grid gradient
+// of a constant plane is zero.
+TEST(GridSampler2d, PlanesBeyondTheTilesInt32PixelsRun) {
+  const detail::ForcedGridSamplerStrategy tiles(detail::GridSamplerStrategy::kTiles);
+  float value = 2.5f;
+  const TensorView huge(&value, DType::kFloat32, {1, 1, 46342, 46342}, {0, 0, 0, 0});
+  OwnedTensor<float> grid({1, 2, 3, 2}, 0.25f), y({1, 1, 2, 3}), g({1, 1, 2, 3}, 1.0f), gg({1, 2, 3, 2});
+  for (int mode : {0, 1, 2}) {
+    GridSampler2dParams p;
+    p.interpolation_mode = mode;
+    grid_sampler_2d(huge, grid.view, y.view, p);
+    for (float v : y.storage) EXPECT_FLOAT_EQ(v, 2.5f) << mode;
+    grid_sampler_2d_backward(g.view, huge, grid.view, TensorView(), gg.view, p, {false, true});
+    for (float v : gg.storage) EXPECT_NEAR(v, 0.0f, 1e-3f) << mode;
+  }
+}
+
 TEST(GridSampler2d, ValidationErrors) {
   GridSampler2dParams p;
   OwnedTensor<float> x({2, 3, 4, 5}), grid({2, 6, 7, 2}), y({2, 3, 6, 7}), gi({2, 3, 4, 5}), gg({2, 6, 7, 2});
@@ -658,14 +676,14 @@ TEST(GridSampler2d, ValidationErrors) {
   forward_error(x.view, grid.view, y.view, bad, ErrorKind::kInvalidArgument,
                 "expected padding_mode in {0 (zeros), 1 (border), 2 (reflection)}, but got -1");
   backward_error(y.view, x.view, grid.view, bad, ErrorKind::kInvalidArgument, "expected padding_mode in");
-  // Planes too large for the kernel's int32 pixel numbers: refused before any element is read (the
-  // view's data is a single float).
+  // Rows or columns beyond the kernel's int32 numbers: refused before any element is read (the view's
+  // data is a single float).
   float one = 1;
-  const TensorView huge(&one, DType::kFloat32, {1, 1, 46342, 46342}, {0, 0, 0, 0});
+  const TensorView huge(&one, DType::kFloat32, {1, 1, 3, int64_t{1} << 31}, {0, 0, 0, 0});
   OwnedTensor<float> grid1({1, 1, 1, 2}), y1({1, 1, 1, 1});
   forward_error(huge, grid1.view, y1.view, p, ErrorKind::kOverflow,
-                "grid_sampler_2d(): expected input planes with (H + 3) * (W + 2) < 2^31 (the CPU kernel's int32 pixel "
-                "numbers), but got H x W = 46342 x 46342");
+                "grid_sampler_2d(): expected input planes with H and W below 2^31 - 2 (the CPU kernel's int32 rows "
+                "and columns), but got H x W = 3 x 2147483648");
   expect_error(
       [&] {
         grid_sampler_2d_backward(y1.view, huge, grid1.view, y1.view, grid1.view, p, {false, true});

@@ -81,19 +81,49 @@ def test_huge_parameters_match_pytorch(H, W, k, s, p, ceil, count_include_pad):
     np.testing.assert_allclose(sg.avg_pool2d_backward(g, x, **kwargs), tx.grad.numpy(), rtol=1e-12, atol=1e-300)
 
 
-def test_grid_sample_planes_beyond_the_kernel_limit_raise_before_allocating():
-    # A 46342 x 46342 plane (a broadcast view: no memory behind it) is beyond the kernel's int32 pixel
-    # numbers; both directions refuse it with OverflowError, inside the probe's 2 GiB, before the
-    # backward's 8.6 GB input gradient would be allocated.
+def test_grid_sample_planes_past_int32_pixels_run_and_rows_past_int32_raise():
+    # A 46342 x 46342 plane (a broadcast view: no memory behind it) has more pixels than int32 numbers:
+    # it runs (the plane strategy numbers rows and columns, not pixels); the backward's 8.6 GB input
+    # gradient is refused by the allocator inside the probe's 2 GiB, and a row of 2^31 pixels by the
+    # kernel's int32 columns, before allocating.
     out = probe("""
-        x = np.broadcast_to(np.float32(1), (1, 1, 46342, 46342))
+        x = np.broadcast_to(np.float32(2.5), (1, 1, 46342, 46342))
         grid = np.zeros((1, 1, 1, 2), np.float32)
-        for call in (lambda: sg.grid_sample(x, grid),
-                     lambda: sg.grid_sampler_2d_backward(np.ones((1, 1, 1, 1), np.float32), x, grid)):
+        print("forward", sg.grid_sample(x, grid).ravel().tolist())
+        try:
+            sg.grid_sampler_2d_backward(np.ones((1, 1, 1, 1), np.float32), x, grid)
+        except MemoryError:
+            print("backward MemoryError")
+        wide = np.broadcast_to(np.float32(1), (1, 1, 1, 2**31))
+        for call in (lambda: sg.grid_sample(wide, grid),
+                     lambda: sg.grid_sampler_2d_backward(np.ones((1, 1, 1, 1), np.float32), wide, grid)):
             try:
                 call()
             except OverflowError as e:
                 print(e)
     """)
-    assert "grid_sampler_2d(): expected input planes with (H + 3) * (W + 2) < 2^31" in out
-    assert "grid_sampler_2d_backward(): expected input planes with (H + 3) * (W + 2) < 2^31" in out
+    assert "forward [2.5]" in out and "backward MemoryError" in out
+    assert "grid_sampler_2d(): expected input planes with H and W below 2^31 - 2" in out
+    assert "grid_sampler_2d_backward(): expected input planes with H and W below 2^31 - 2" in out
+
+
+def test_grid_sample_on_a_20000_square_plane_keeps_scratch_bounded():
+    # Issue 31: the channel tiles (32 bytes per pixel and thread, twice in the backward) had the OOM
+    # killer end this call at 24 GB. The plane strategy's scratch follows the points: inside an address
+    # space of the arrays (1.6 GB input, 1.6 GB input gradient) plus 1 GiB (the interpreter, thread
+    # stacks, and the 64 MiB scratch bound), both directions run, and give what a constant plane must.
+    out = run_probe("""
+        import resource, numpy as np, spatialgrad as sg
+        resource.setrlimit(resource.RLIMIT_AS, (int(4.4 * 2**30),) * 2)
+        sg.set_num_threads(2)
+        x = np.ones((1, 1, 20000, 20000), np.float32)
+        rng = np.random.default_rng(0)
+        grid = rng.uniform(-0.99, 0.99, (1, 256, 256, 2)).astype(np.float32)
+        y = sg.grid_sample(x, grid)
+        print("forward", bool(np.allclose(y, 1, rtol=0, atol=1e-6)))
+        gi, gg = sg.grid_sampler_2d_backward(np.ones_like(y), x, grid)
+        print("backward", round(float(gi.sum(dtype=np.float64))), float(np.abs(gg).max()))
+    """, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "forward True" in out.stdout, out.stdout
+    assert "backward 65536 0.0" in out.stdout, out.stdout

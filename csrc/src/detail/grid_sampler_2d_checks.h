@@ -44,13 +44,13 @@ inline std::vector<int64_t> grid_sampler_output_shape(const char* op, const std:
   return {in[0], in[1], grid[1], grid[2]};
 }
 
-// The first-order kernels number the pixels of a framed input plane in int32 (grid_sampler_2d_tables.h,
-// TileLayout): (H + 3) * (W + 2) must stay below 2^31. Checked with the arguments, before any allocation.
+// The first-order kernels number the rows and columns of a plane in int32 (with room for a corner one
+// past the edge). Checked with the arguments, before any allocation. (The channel tiles also number the
+// pixels of a framed plane in int32; planes beyond that take the plane strategy: grid_sampler_2d.cpp.)
 inline void check_grid_sampler_plane(const char* op, const std::vector<int64_t>& in) {
-  const int64_t H = in[2], W = in[3];
-  const bool fits = H < INT32_MAX && W < INT32_MAX && (H + 3) * (W + 2) <= INT32_MAX;  // no overflow: H, W < 2^31
-  SG_CHECK_KIND(fits, kOverflow, op, "(): expected input planes with (H + 3) * (W + 2) < 2^31 (the CPU kernel's ",
-                "int32 pixel numbers), but got H x W = ", H, " x ", W);
+  const int64_t H = in[2], W = in[3], limit = int64_t{INT32_MAX} - 2;
+  SG_CHECK_KIND(H <= limit && W <= limit, kOverflow, op, "(): expected input planes with H and W below 2^31 - 2 (the ",
+                "CPU kernel's int32 rows and columns), but got H x W = ", H, " x ", W);
 }
 
 // grad_output must be shaped like the forward's output: (N, C) of input, (Ho, Wo) of grid.

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -66,7 +67,7 @@ View4<T> view4(const TensorView& t) {
 
 // The pixels of a tile: rows of W + 2 pixels, image pixel (y, x) at (y + 1) * row + x + 1, so the image
 // is framed by pixels that are never written (x = -1 and W; y = -1, H and H + 1). Tables hold pixel
-// numbers as int32 (half the table size): check_grid_sampler_plane refuses planes whose tile would not fit.
+// numbers as int32 (half the table size): planes whose tile would not fit take the plane strategy.
 struct TileLayout {
   int32_t row;     // W + 2
   int32_t pixels;  // (H + 3) * row
@@ -84,7 +85,8 @@ struct Context {
   int64_t blocks;  // tables per batch
   GridSamplerPadding padding;
   bool align;
-  TileLayout layout;
+  TileLayout layout{};   // for the tile strategy; valid when tile_pixels <= INT32_MAX
+  int64_t tile_pixels;  // (H + 3) * (W + 2)
   View4<const T> input, grid;
   int64_t point_s2, point_s3;  // strides over (Ho, Wo) of the output (forward) or grad_output (backward)
 
@@ -142,10 +144,14 @@ Context<T> make_context(const TensorView& input, const TensorView& grid, const T
   ctx.blocks = (ctx.points + kBlock - 1) / kBlock;
   ctx.padding = detail::padding_of(params);
   ctx.align = params.align_corners;
-  const int64_t row = ctx.W + 2;  // (H + 3) * row < 2^31: check_grid_sampler_plane, at validation
-  ctx.layout.row = static_cast<int32_t>(row);
-  ctx.layout.pixels = static_cast<int32_t>((ctx.H + 3) * row);
-  ctx.layout.zero = static_cast<int32_t>((ctx.H + 1) * row);
+  // The tile layout, when a framed plane's pixels fit int32 (H, W < 2^31: check_grid_sampler_plane);
+  // other planes take the plane strategy, which does not read it.
+  ctx.tile_pixels = (ctx.H + 3) * (ctx.W + 2);
+  if (ctx.tile_pixels <= INT32_MAX) {
+    ctx.layout.row = static_cast<int32_t>(ctx.W + 2);
+    ctx.layout.pixels = static_cast<int32_t>(ctx.tile_pixels);
+    ctx.layout.zero = static_cast<int32_t>((ctx.H + 1) * (ctx.W + 2));
+  }
   ctx.input = view4<const T>(input);
   ctx.grid = view4<const T>(grid);
   ctx.point_s2 = points.stride(2);
