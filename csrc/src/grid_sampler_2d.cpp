@@ -497,17 +497,24 @@ struct PlaneBackward {
   void write_owned_grid_grad(int64_t n, int64_t b, const Scratch& s) const {
     const View4<T>& gg = *grad_grid;
     const Table& t = *s.table;
-    ctx.for_points(b, [&](int64_t p, int64_t h, int64_t w) {
-      const int64_t i = p - b * kBlock;
-      if (!s.owned[i]) return;
+    auto write = [&](int64_t i, T* out) {
       Acc x = s.sx[0][i], y = s.sy[0][i];
       for (int64_t l = 1; l < used_lanes(); ++l) {  // lane order, as rows.h add_lane_sums
         x += s.sx[l][i];
         y += s.sy[l][i];
       }
-      T* out = gg.data + n * gg.s0 + h * gg.s1 + w * gg.s2;
       out[0] = store_as<T>((Acc(0) + x) * t.mult[0][i]);
       out[gg.s3] = store_as<T>((Acc(0) + y) * t.mult[1][i]);
+    };
+    if (ctx.dense_pairs(gg)) {  // the block's (x, y) pairs in one run
+      T* pairs = gg.data + n * gg.s0 + 2 * b * kBlock;
+      for (int64_t i = 0; i < t.count; ++i) {
+        if (s.owned[i]) write(i, pairs + 2 * i);
+      }
+      return;
+    }
+    ctx.for_points(b, [&](int64_t p, int64_t h, int64_t w) {
+      if (s.owned[p - b * kBlock]) write(p - b * kBlock, gg.data + n * gg.s0 + h * gg.s1 + w * gg.s2);
     });
   }
 
