@@ -20,7 +20,9 @@ DETR = ((100, 167), (50, 84), (25, 42), (13, 21))  # Deformable-DETR's levels fo
 BENCH = ((64, 64), (32, 32), (16, 16), (8, 8))  # `make bench`'s levels
 SMALL = ((32, 32), (16, 16), (8, 8), (4, 4))
 MASK2FORMER = ((64, 128), (32, 64), (16, 32))  # a pixel decoder's levels for a 512x1024 image
-LEVEL_NAMES = {DETR: "DETR levels", BENCH: "levels 64..8", SMALL: "levels 32..4", MASK2FORMER: "M2F levels"}
+DINO5 = ((200, 334),) + DETR  # DINO's 5-scale model: a stride-4 level first
+LEVEL_NAMES = {DETR: "DETR levels", BENCH: "levels 64..8", SMALL: "levels 32..4", MASK2FORMER: "M2F levels",
+               DINO5: "DINO 5 levels"}
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ ROWS = [
     DeformRow(1, DETR, locations="uniform"),  # the encoder at inference, points anywhere
     DeformRow(8, DETR, queries=300),  # the decoder, batch 8
     DeformRow(2, DETR, queries=900),  # DINO's 900 queries
+    DeformRow(2, DINO5, queries=900),  # ... on its 5 levels (S = 89,023)
     DeformRow(1, DETR, queries=10, locations="uniform"),  # few queries
     DeformRow(2, DETR, heads=4, channels=64, queries=300),
     DeformRow(2, DETR, queries=300, points=8),
