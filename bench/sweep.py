@@ -10,9 +10,10 @@ any row is slow, over the bound or fails).
 
 Memory is measured with the kernel's peak-RSS counter: with our memory cache emptied and free heap memory
 returned to the OS, "5" is written to /proc/self/clear_refs (VmHWM := VmRSS), the call runs once, and its
-scratch is VmHWM - VmRSS before - bytes of the returned arrays. The process's address space is limited (see
---memory-limit), so a call that needs too much raises MemoryError (reported on its row) instead of waking the
-OOM killer.
+scratch is VmHWM - VmRSS before - the resident bytes of the returned arrays (mincore: pages of zeros never
+written were never counted). A self-test at start measures a call known to use 48 MiB. The address space is
+limited (see --memory-limit), so a call that needs too much raises MemoryError (reported on its row) instead
+of waking the OOM killer.
 
     python bench/sweep.py [--ops grid_sampler_2d,...] [--filter 8000] [--threads 2] [--min-time 0.4] [--quick]
                           [--json sweep.json] [--strict]
