@@ -6,7 +6,7 @@ JOBS    ?= 2
 CMAKE   := cmake
 ROOT    := $(CURDIR)
 
-.PHONY: all bootstrap install cpp-test python-test test asan-test clang-test fuzz lint demo examples bench clean
+.PHONY: all bootstrap install cpp-test python-test test asan-test clang-test fuzz lint demo examples bench sweep clean
 
 all: test
 
@@ -76,6 +76,11 @@ examples: install
 
 bench: install
 	$(PY) bench/compare.py
+
+# Every operator on the shapes users run (bench/sweep_ops/), against PyTorch: ratios and scratch memory.
+# SWEEP_ARGS passes options, e.g. make sweep SWEEP_ARGS="--ops grid_sampler_2d --quick".
+sweep: install
+	$(PY) bench/sweep.py $(SWEEP_ARGS)
 
 clean:
 	rm -rf $(BUILD) *.egg-info python/*.egg-info

@@ -33,12 +33,12 @@ def nbytes(*arrays) -> int:
 
 
 def time_pair(first: Callable[[], object], second: Optional[Callable[[], object]], min_time: float = 0.4,
-              max_repeats: int = 60, min_repeats: int = 7):
+              max_repeats: int = 60, min_repeats: int = 7, warmup: int = 2):
     """Median seconds of two functions, timed alternately so that machine noise hits both alike."""
     funcs = [f for f in (first, second) if f is not None]
     for f in funcs:  # warm up: page faults, lazy init, caches
-        f()
-        f()
+        for _ in range(warmup):
+            f()
     samples = [[] for _ in funcs]
     start = time.perf_counter()
     repeats = 0
