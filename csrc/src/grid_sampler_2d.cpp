@@ -333,7 +333,7 @@ void backward_kernel(const Context<T>& ctx, const View4<const T>& go, const View
 
 template <class T>
 PlaneGeometry plane_geometry(const Context<T>& ctx) {
-  return {ctx.input.s2, ctx.input.s3, static_cast<int32_t>(ctx.H), static_cast<int32_t>(ctx.W)};
+  return PlaneGeometry(ctx.input.s2, ctx.input.s3, ctx.H, ctx.W);
 }
 
 // The offsets of block b's points in the point planes (output or grad_output).

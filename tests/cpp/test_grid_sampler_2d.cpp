@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "detail/gather.h"
 #include "detail/grid_sampler_2d_coords.h"
 #include "detail/grid_sampler_2d_strategy.h"
 #include "spatialgrad/grid_sampler_2d.h"
@@ -604,6 +605,55 @@ void expect_strategies_agree(int mode, int padding) {
   for (size_t i = 0; i < results[0].size(); ++i) {
     const float a = results[0][i], b = results[1][i];
     EXPECT_EQ(std::memcmp(&a, &b, sizeof a), 0) << i << ": " << a << " vs " << b;
+  }
+}
+
+// gather() reads the same values with AVX2 masked gathers as with the portable loop (negative indices
+// give 0 and are not read), for every length around the vector widths.
+TEST(Gather, VectorAndPortablePathsAgree) {
+  std::vector<float> src(100);
+  std::vector<double> src64(100);
+  for (size_t i = 0; i < src.size(); ++i) src64[i] = src[i] = 0.5f + static_cast<float>(i);
+  for (int64_t n : {0, 1, 3, 4, 7, 8, 9, 16, 31, 33}) {
+    std::vector<int32_t> index(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) index[static_cast<size_t>(i)] = i % 3 == 1 ? -1 : static_cast<int32_t>((i * 37) % 100);
+    std::vector<float> a(static_cast<size_t>(n), 7.0f), b(a);
+    std::vector<double> a64(static_cast<size_t>(n), 7.0), b64(a64);
+    detail::gather(src.data(), index.data(), n, a.data());
+    detail::gather(src64.data(), index.data(), n, a64.data());
+    detail::allow_vector_gathers(false);
+    detail::gather(src.data(), index.data(), n, b.data());
+    detail::gather(src64.data(), index.data(), n, b64.data());
+    detail::allow_vector_gathers(true);
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(a64, b64);
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t k = static_cast<size_t>(i);
+      EXPECT_EQ(a[k], index[k] < 0 ? 0.0f : src[static_cast<size_t>(index[k])]);
+    }
+  }
+}
+
+// The plane strategy with and without vector gathers, and on a plane whose offsets pass int32 (a
+// broadcast view, no int32 indices): the same bits.
+TEST(GridSampler2d, PlaneGathersMatchCheckedLoads) {
+  const detail::ForcedGridSamplerStrategy planes(detail::GridSamplerStrategy::kPlanes);
+  for (int mode : {0, 1, 2}) {
+    GridSampler2dParams p;
+    p.interpolation_mode = mode;
+    auto x = random_tensor<float>({2, 3, 12, 15}, 91);
+    auto grid = random_tensor<float>({2, 9, 31, 2}, 92, -1.2, 1.2);
+    auto g = random_tensor<float>({2, 3, 9, 31}, 93);
+    std::vector<float> results[2];
+    for (bool vector : {true, false}) {
+      detail::allow_vector_gathers(vector);
+      OwnedTensor<float> y({2, 3, 9, 31}), gi(x.view.sizes()), gg(grid.view.sizes());
+      grid_sampler_2d(x.view, grid.view, y.view, p);
+      grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
+      results[vector] = testing::concatenated({&y, &gi, &gg});
+    }
+    detail::allow_vector_gathers(true);
+    EXPECT_EQ(std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)), 0) << mode;
   }
 }
 

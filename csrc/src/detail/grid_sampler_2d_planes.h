@@ -17,8 +17,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <climits>
 #include <cstdint>
+#include <type_traits>
 
+#include "gather.h"
 #include "grid_sampler_2d_coords.h"
 #include "grid_sampler_2d_tables.h"  // kBlock, Context, View4, BicubicTable::taps
 #include "simd.h"
@@ -35,8 +38,26 @@ SPATIALGRAD_INLINE bool inside(int32_t index, int32_t size) {
 struct PlaneGeometry {
   int64_t s2, s3;
   int32_t H, W;
+  // Every element's offset fits int32 and strides are not negative: tables also hold int32 tap indices,
+  // and float/double planes are read by gathers (gather.h).
+  bool index32;
+
+  PlaneGeometry(int64_t s2_, int64_t s3_, int64_t H_, int64_t W_)
+      : s2(s2_), s3(s3_), H(static_cast<int32_t>(H_)), W(static_cast<int32_t>(W_)) {
+    index32 = s2 >= 0 && s3 >= 0 && s2 <= INT32_MAX && s3 <= INT32_MAX &&
+              (H_ - 1) * s2 + (W_ - 1) * s3 <= INT32_MAX;  // no overflow: H, W, s2, s3 < 2^31
+  }
   int64_t at(int32_t y, int32_t x) const { return y * s2 + x * s3; }
+  // The int32 index of (y, x), -1 when outside the image (index32 planes); in uint32 arithmetic, so that
+  // rows or columns just outside cannot overflow.
+  SPATIALGRAD_INLINE int32_t index(int32_t y, int32_t x) const {
+    const uint32_t at32 = static_cast<uint32_t>(y) * static_cast<uint32_t>(s2) + static_cast<uint32_t>(x) * static_cast<uint32_t>(s3);
+    return inside(x, W) & inside(y, H) ? static_cast<int32_t>(at32) : -1;
+  }
 };
+
+template <class T>
+constexpr bool kGathers = std::is_same_v<T, float> || std::is_same_v<T, double>;
 
 // Where a backward task adds its input gradient: rows [band.begin, band.end) of a channel's plane,
 // element (y, x) at base[(y - row0) * s2 + x * s3] (row0 = 0 when writing the gradient in place, the
@@ -84,6 +105,7 @@ struct PlaneBilinear {
   int32_t x[kBlock], y[kBlock];  // the nw corner; -2 when no corner is inside (then none is read)
   int32_t home[kBlock];
   int64_t offset[kBlock];    // of the nw corner in the input plane (is_inner points)
+  int32_t index[4][kBlock];  // of the nw, ne, sw, se corners, -1 outside (index32 planes)
   Acc w[4][kBlock];          // nw, ne, sw, se
   Acc dist[4][kBlock];       // ty, 1-ty, tx, 1-tx
   Acc mult[2][kBlock];       // d coordinate / d grid value along x and y
@@ -122,6 +144,13 @@ struct PlaneBilinear {
       offset[i] = is_inner(i, g) ? g.at(y[i], x[i]) : 0;
       home[i] = std::clamp(y[i], 0, g.H - 1);
     }
+    if (g.index32) fill_indices(g);
+  }
+
+  SG_SIMD_CLONES void fill_indices(PlaneGeometry g) {
+    for (int k = 0; k < 4; ++k) {
+      for (int64_t i = 0; i < count; ++i) index[k][i] = g.index(y[i] + (k >> 1), x[i] + (k & 1));
+    }
   }
 
   // All four corners inside: read from offset, unchecked.
@@ -147,8 +176,28 @@ struct PlaneBilinear {
   }
 
   template <class T>
-  SG_SIMD_CLONES void forward(const T* __restrict plane, PlaneGeometry g, T* __restrict out,
-                              const int64_t* __restrict out_offset) const {
+  void forward(const T* __restrict plane, PlaneGeometry g, T* __restrict out, const int64_t* __restrict out_offset) const {
+    if constexpr (kGathers<T>) {
+      if (g.index32) {
+        Acc v[4][kBlock];
+        for (int k = 0; k < 4; ++k) detail::gather(plane, index[k], count, v[k]);
+        return combine(v, out, out_offset);
+      }
+    }
+    forward_checked(plane, g, out, out_offset);
+  }
+
+  // The gathered corners' weighted sums (the same operations as forward_checked).
+  template <class T>
+  SG_SIMD_CLONES void combine(const Acc (&v)[4][kBlock], T* __restrict out, const int64_t* __restrict out_offset) const {
+    Acc sums[kBlock];
+    for (int64_t i = 0; i < count; ++i) sums[i] = v[0][i] * w[0][i] + v[1][i] * w[1][i] + v[2][i] * w[2][i] + v[3][i] * w[3][i];
+    for (int64_t i = 0; i < count; ++i) out[out_offset[i]] = sums[i];
+  }
+
+  template <class T>
+  SG_SIMD_CLONES void forward_checked(const T* __restrict plane, PlaneGeometry g, T* __restrict out,
+                                      const int64_t* __restrict out_offset) const {
     for (int64_t i = 0; i < count; ++i) {
       Acc v[4];
       corners(plane, g, i, v);
@@ -159,9 +208,41 @@ struct PlaneBilinear {
   // One channel's backward: kGrid adds d output / d coordinate * g to sx, sy (points with owned[i]
   // only when kBanded), kScatter adds the weighted g to the target's corners in its band.
   template <bool kBanded, bool kScatter, bool kGrid, class T>
-  SG_SIMD_CLONES void backward(const T* __restrict plane, PlaneGeometry g, const T* __restrict go,
-                               const int64_t* __restrict go_offset, GradTarget<Acc> target,
-                               const bool* __restrict owned, Acc* __restrict sx, Acc* __restrict sy) const {
+  void backward(const T* __restrict plane, PlaneGeometry g, const T* __restrict go, const int64_t* __restrict go_offset,
+                GradTarget<Acc> target, const bool* __restrict owned, Acc* __restrict sx, Acc* __restrict sy) const {
+    if constexpr (kGathers<T> && kGrid) {
+      if (g.index32) {
+        Acc v[4][kBlock];
+        for (int k = 0; k < 4; ++k) detail::gather(plane, index[k], count, v[k]);
+        add_grid_terms<kBanded>(v, go, go_offset, owned, sx, sy);
+        if constexpr (kScatter) backward_checked<kBanded, true, false>(plane, g, go, go_offset, target, owned, sx, sy);
+        return;
+      }
+    }
+    backward_checked<kBanded, kScatter, kGrid>(plane, g, go, go_offset, target, owned, sx, sy);
+  }
+
+  // The grid terms of the gathered corners (the same operations as backward_checked), added to sx, sy
+  // for the points the task owns.
+  template <bool kBanded, class T>
+  SG_SIMD_CLONES void add_grid_terms(const Acc (&v)[4][kBlock], const T* __restrict go,
+                                     const int64_t* __restrict go_offset, const bool* __restrict owned,
+                                     Acc* __restrict sx, Acc* __restrict sy) const {
+    Acc gv[kBlock];
+    for (int64_t i = 0; i < count; ++i) gv[i] = go[go_offset[i]];
+    for (int64_t i = 0; i < count; ++i) {
+      const Acc tx = ((v[1][i] - v[0][i]) * dist[1][i] + (v[3][i] - v[2][i]) * dist[0][i]) * gv[i];
+      const Acc ty = ((v[2][i] - v[0][i]) * dist[3][i] + (v[3][i] - v[1][i]) * dist[2][i]) * gv[i];
+      const Acc nx = sx[i] + tx, ny = sy[i] + ty;
+      sx[i] = !kBanded || owned[i] ? nx : sx[i];
+      sy[i] = !kBanded || owned[i] ? ny : sy[i];
+    }
+  }
+
+  template <bool kBanded, bool kScatter, bool kGrid, class T>
+  SG_SIMD_CLONES void backward_checked(const T* __restrict plane, PlaneGeometry g, const T* __restrict go,
+                                       const int64_t* __restrict go_offset, GradTarget<Acc> target,
+                                       const bool* __restrict owned, Acc* __restrict sx, Acc* __restrict sy) const {
     for (int64_t i = 0; i < count; ++i) {
       const Acc gv = load_as<Acc>(go[go_offset[i]]);
       if constexpr (kGrid) {

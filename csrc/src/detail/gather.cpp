@@ -1,0 +1,69 @@
+#include "gather.h"
+
+#include <atomic>
+
+#include "cpu.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define SG_GATHER_AVX2 1
+#endif
+
+namespace spatialgrad::detail {
+namespace {
+
+template <class T>
+void gather_portable(const T* src, const int32_t* index, int64_t first, int64_t n, T* dst) {
+  for (int64_t i = first; i < n; ++i) dst[i] = index[i] >= 0 ? src[index[i]] : T(0);
+}
+
+#if defined(SG_GATHER_AVX2)
+// Eight (float) or four (double) lanes a step: the lanes whose index is negative are masked off (not
+// read) and keep the zero the gather starts from.
+__attribute__((target("avx2"))) void gather_avx2(const float* src, const int32_t* index, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i at = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(index + i));
+    const __m256 mask = _mm256_castsi256_ps(_mm256_cmpgt_epi32(at, _mm256_set1_epi32(-1)));
+    _mm256_storeu_ps(dst + i, _mm256_mask_i32gather_ps(_mm256_setzero_ps(), src, at, mask, 4));
+  }
+  gather_portable(src, index, i, n, dst);
+}
+
+__attribute__((target("avx2"))) void gather_avx2(const double* src, const int32_t* index, int64_t n, double* dst) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m128i at = _mm_loadu_si128(reinterpret_cast<const __m128i*>(index + i));
+    const __m256d mask = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_cmpgt_epi32(at, _mm_set1_epi32(-1))));
+    _mm256_storeu_pd(dst + i, _mm256_mask_i32gather_pd(_mm256_setzero_pd(), src, at, mask, 8));
+  }
+  gather_portable(src, index, i, n, dst);
+}
+#endif
+
+std::atomic<bool> vector_allowed{true};
+
+bool use_avx2() {
+#if defined(SG_GATHER_AVX2)
+  return cpu_features().avx2 && vector_allowed.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+
+template <class T>
+void gather_any(const T* src, const int32_t* index, int64_t n, T* dst) {
+#if defined(SG_GATHER_AVX2)
+  if (use_avx2()) return gather_avx2(src, index, n, dst);
+#endif
+  gather_portable(src, index, 0, n, dst);
+}
+
+}  // namespace
+
+void gather(const float* src, const int32_t* index, int64_t n, float* dst) { gather_any(src, index, n, dst); }
+void gather(const double* src, const int32_t* index, int64_t n, double* dst) { gather_any(src, index, n, dst); }
+
+void allow_vector_gathers(bool allow) { vector_allowed.store(allow, std::memory_order_relaxed); }
+
+}  // namespace spatialgrad::detail
