@@ -557,12 +557,16 @@ void dispatch_tables(GridSamplerInterpolation interpolation, Fn&& fn) {
 // packed plane is swept by at least as many points as it has pixels (runs, above); they are refused when
 // their scratch would pass the call's bound, max(64 MiB, 25% of inputs + outputs) (docs/operators.md).
 // The plane strategy gathers in place: its cost and scratch follow the points, whatever the plane.
-constexpr int64_t kTileMinChannels = 2;           // one channel fills one lane of 8: planes (measured)
-constexpr int64_t kTileMaxPixelsPerPoint = 4;     // tile pixels / points per batch, at most (measured)
-// A tile whose lanes are partly empty (fewer channels than lanes) is larger than the planes it holds;
-// past the L2 cache its random taps miss more than the planes' do, and the planes won ((8,3,256,256), a
-// 2 MB tile: forward 17 vs 23 ms, backward 67 vs 136 ms, 2 threads; (64,3,32,32), a 35 KB tile: equal).
-constexpr int64_t kTileMaxPartialBytes = int64_t{1} << 20;
+constexpr int64_t kTileMinChannels = 2;        // one channel fills one lane of 8: planes (measured)
+constexpr int64_t kTileMaxPixelsPerPoint = 4;  // tile pixels / points per batch, at most (measured)
+// A tile within kTileCachedBytes stays in L2. In the backward it then pays up to 16 pixels per point (the
+// planes' scatter costs more there): (2,256,128,128) with a 2048 x 1 grid, 8 pixels per point, backward:
+// tiles 15 ms, planes 40 ms (forward: 21 vs 12 ms). A tile whose lanes are partly empty (fewer channels
+// than lanes) is larger than the planes it holds: past kTileCachedBytes its random taps miss more than
+// the planes' do, and the planes won ((8,3,256,256), a 2 MB tile: forward 17 vs 23 ms, backward 67 vs
+// 136 ms, 2 threads; (64,3,32,32), a 35 KB tile: equal).
+constexpr int64_t kTileMaxPixelsPerPointCached = 16;
+constexpr int64_t kTileCachedBytes = int64_t{1} << 20;
 constexpr int64_t kScratchFloorBytes = int64_t{64} << 20;
 
 std::atomic<detail::GridSamplerStrategy> forced_strategy{detail::GridSamplerStrategy::kAuto};
@@ -576,7 +580,7 @@ inline int64_t scratch_bound(int64_t in_out_bytes) { return std::max(kScratchFlo
 template <class T, class Table>
 int64_t tile_scratch_bytes(const Context<T>& ctx, bool backward, int64_t threads) {
   using Acc = AccType<T>;
-  const int64_t tile = int64_t{ctx.layout.pixels} * kTileLanes<Acc> * static_cast<int64_t>(sizeof(Acc));
+  const int64_t tile = ctx.tile_pixels * kTileLanes<Acc> * static_cast<int64_t>(sizeof(Acc));
   const int64_t table = sizeof(Table), sums = 2 * kBlock * kTileLanes<Acc> * static_cast<int64_t>(sizeof(Acc));
   if (!backward) return threads * (tile + make_runs(ctx, threads).blocks_per_run * table);
   if (ctx.N >= 2 * threads) return threads * (2 * tile + ctx.blocks * (table + sums));
@@ -588,10 +592,12 @@ bool use_tiles(const Context<T>& ctx, bool backward, int64_t in_out_bytes) {
   const detail::GridSamplerStrategy forced = forced_strategy.load(std::memory_order_relaxed);
   if (ctx.tile_pixels > INT32_MAX) return false;  // beyond the tiles' int32 pixel numbers
   if (forced != detail::GridSamplerStrategy::kAuto) return forced == detail::GridSamplerStrategy::kTiles;
-  if (ctx.C < kTileMinChannels || ctx.tile_pixels > INT32_MAX) return false;
-  if (ctx.tile_pixels > kTileMaxPixelsPerPoint * ctx.points) return false;
+  if (ctx.C < kTileMinChannels) return false;
   const int64_t tile_bytes = ctx.tile_pixels * kTileBytes;
-  if (ctx.C < kTileLanes<AccType<T>> && tile_bytes > kTileMaxPartialBytes) return false;
+  const bool cached = tile_bytes <= kTileCachedBytes;
+  const int64_t pixels_per_point = backward && cached ? kTileMaxPixelsPerPointCached : kTileMaxPixelsPerPoint;
+  if (ctx.tile_pixels > pixels_per_point * ctx.points) return false;
+  if (ctx.C < kTileLanes<AccType<T>> && !cached) return false;
   return tile_scratch_bytes<T, Table>(ctx, backward, get_num_threads()) <= scratch_bound(in_out_bytes);
 }
 
