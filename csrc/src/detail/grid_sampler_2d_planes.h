@@ -277,7 +277,8 @@ struct PlaneNearest {
   int32_t x[kBlock], y[kBlock];  // -1 when outside the image
   int32_t home[kBlock];
   int64_t offset[kBlock];
-  Acc mult[2][kBlock];  // unused (no grid gradient); kept for the drivers' common shape
+  int32_t index[kBlock];  // offset as int32, -1 outside (index32 planes)
+  Acc mult[2][kBlock];    // unused (no grid gradient); kept for the drivers' common shape
 
   template <class T>
   void build(const Context<T>& ctx, int64_t n, int64_t b, const PlaneGeometry& g, bool /*with_grad: always*/) {
@@ -299,11 +300,23 @@ struct PlaneNearest {
       home[i] = static_cast<int32_t>(in ? yr : Acc(0));
     }
     for (int64_t i = 0; i < count; ++i) offset[i] = x[i] >= 0 ? g.at(y[i], x[i]) : 0;
+    if (g.index32) fill_indices(g);
+  }
+
+  SG_SIMD_CLONES void fill_indices(PlaneGeometry g) {
+    for (int64_t i = 0; i < count; ++i) index[i] = g.index(y[i], x[i]);
   }
 
   template <class T>
-  SG_SIMD_CLONES void forward(const T* __restrict plane, PlaneGeometry, T* __restrict out,
-                              const int64_t* __restrict out_offset) const {
+  void forward(const T* __restrict plane, PlaneGeometry g, T* __restrict out, const int64_t* __restrict out_offset) const {
+    if constexpr (kGathers<T>) {
+      if (g.index32) {
+        T v[kBlock];
+        detail::gather(plane, index, count, v);
+        for (int64_t i = 0; i < count; ++i) out[out_offset[i]] = v[i];
+        return;
+      }
+    }
     for (int64_t i = 0; i < count; ++i) {
       out[out_offset[i]] = x[i] >= 0 ? plane[offset[i]] : store_as<T>(Acc(0));
     }
