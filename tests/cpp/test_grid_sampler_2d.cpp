@@ -657,6 +657,39 @@ TEST(GridSampler2d, PlaneGathersMatchCheckedLoads) {
   }
 }
 
+// Planes larger than 4 MiB per batch are swept bin by bin (points listed by bins of rows, two bins for a
+// point whose rows straddle them): the same bits as the tiles, for any thread count.
+TEST(GridSampler2d, BinnedPlanesMatchTiles) {
+  for (int mode : {0, 1, 2})
+    for (int padding : {0, 2}) {
+      GridSampler2dParams p;
+      p.interpolation_mode = mode;
+      p.padding_mode = padding;
+      const int64_t N = 2, C = 2, H = 1100, W = 600, Ho = 40, Wo = 31;
+      auto x = random_tensor<float>({N, C, H, W}, 101);
+      auto grid = random_tensor<float>({N, Ho, Wo, 2}, 102, -1.1, 1.1);
+      auto g = random_tensor<float>({N, C, Ho, Wo}, 103);
+      std::vector<float> results[3];
+      int run = 0;
+      for (auto [strategy, threads] : std::vector<std::pair<detail::GridSamplerStrategy, int>>{
+               {detail::GridSamplerStrategy::kTiles, 2}, {detail::GridSamplerStrategy::kPlanes, 1},
+               {detail::GridSamplerStrategy::kPlanes, 3}}) {
+        const detail::ForcedGridSamplerStrategy forced(strategy);
+        set_num_threads(threads);
+        OwnedTensor<float> y({N, C, Ho, Wo}), gi(x.view.sizes()), gg(grid.view.sizes());
+        grid_sampler_2d(x.view, grid.view, y.view, p);
+        grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
+        results[run++] = testing::concatenated({&y, &gi, &gg});
+      }
+      set_num_threads(0);
+      SCOPED_TRACE("mode " + std::to_string(mode) + " padding " + std::to_string(padding));
+      for (int k : {1, 2}) {
+        ASSERT_EQ(results[0].size(), results[k].size());
+        EXPECT_EQ(std::memcmp(results[0].data(), results[k].data(), results[0].size() * sizeof(float)), 0) << k;
+      }
+    }
+}
+
 TEST(GridSampler2d, TilesAndPlanesAgree) {
   for (int mode : {0, 1, 2})
     for (int padding : {0, 1, 2}) {

@@ -110,13 +110,26 @@ struct PlaneBilinear {
   Acc dist[4][kBlock];       // ty, 1-ty, tx, 1-tx
   Acc mult[2][kBlock];       // d coordinate / d grid value along x and y
 
+  // The table of `n` points whose grid values are gx, gy (n <= kBlock).
   template <class T>
-  void build(const Context<T>& ctx, int64_t n, int64_t b, const PlaneGeometry& g, bool /*with_grad: always*/) {
-    Acc gx[kBlock], gy[kBlock], cx[kBlock], cy[kBlock];
-    count = ctx.grid_block(n, b, gx, gy);
+  void build(const Context<T>& ctx, const Acc* gx, const Acc* gy, int64_t n, const PlaneGeometry& g,
+             bool /*with_grad: always*/) {
+    Acc cx[kBlock], cy[kBlock];
+    count = n;
     detail::source_coordinates(gx, count, ctx.W, ctx.padding, ctx.align, cx, mult[0]);
     detail::source_coordinates(gy, count, ctx.H, ctx.padding, ctx.align, cy, mult[1]);
     fill(cx, cy, g);
+  }
+
+  // The rows point i reads (inside the image), with its home row: [lo, hi].
+  void rows(int64_t i, const PlaneGeometry& g, int32_t& lo, int32_t& hi) const {
+    lo = hi = home[i];
+    for (int32_t r : {y[i], y[i] + 1}) {
+      if (inside(r, g.H)) {
+        lo = std::min(lo, r);
+        hi = std::max(hi, r);
+      }
+    }
   }
 
   // As BilinearTable::fill, with columns and rows in place of tile pixels: branch-free selects of
@@ -281,13 +294,16 @@ struct PlaneNearest {
   Acc mult[2][kBlock];    // unused (no grid gradient); kept for the drivers' common shape
 
   template <class T>
-  void build(const Context<T>& ctx, int64_t n, int64_t b, const PlaneGeometry& g, bool /*with_grad: always*/) {
-    Acc gx[kBlock], gy[kBlock], cx[kBlock], cy[kBlock];
-    count = ctx.grid_block(n, b, gx, gy);
+  void build(const Context<T>& ctx, const Acc* gx, const Acc* gy, int64_t n, const PlaneGeometry& g,
+             bool /*with_grad*/) {
+    Acc cx[kBlock], cy[kBlock];
+    count = n;
     detail::source_coordinates(gx, count, ctx.W, ctx.padding, ctx.align, cx, mult[0]);
     detail::source_coordinates(gy, count, ctx.H, ctx.padding, ctx.align, cy, mult[1]);
     fill(cx, cy, g);
   }
+
+  void rows(int64_t i, const PlaneGeometry&, int32_t& lo, int32_t& hi) const { lo = hi = home[i]; }
 
   // As NearestTable::fill (round half to even), with plane offsets.
   SG_SIMD_CLONES void fill(const Acc* __restrict cx, const Acc* __restrict cy, PlaneGeometry g) {
@@ -349,10 +365,19 @@ struct PlaneBicubic {
   Acc dx[4][kBlock], dy[4][kBlock];  // their derivatives (grid gradient only)
   Acc mult[2][kBlock];
 
+  void rows(int64_t p, const PlaneGeometry&, int32_t& lo, int32_t& hi) const {
+    lo = hi = home[p];
+    for (int k = 0; k < 4; ++k) {
+      if (ys[k][p] >= 0) {
+        lo = std::min(lo, ys[k][p]);
+        hi = std::max(hi, ys[k][p]);
+      }
+    }
+  }
+
   template <class T>
-  void build(const Context<T>& ctx, int64_t n, int64_t b, const PlaneGeometry& g, bool with_grad) {
-    Acc gx[kBlock], gy[kBlock];
-    count = ctx.grid_block(n, b, gx, gy);
+  void build(const Context<T>& ctx, const Acc* gx, const Acc* gy, int64_t n, const PlaneGeometry& g, bool with_grad) {
+    count = n;
     std::fill(mult[0], mult[0] + count, detail::unnormalize<Acc>(0, ctx.W, ctx.align).grad);
     std::fill(mult[1], mult[1] + count, detail::unnormalize<Acc>(0, ctx.H, ctx.align).grad);
     for (int64_t p = 0; p < count; ++p) {
