@@ -1,6 +1,7 @@
 #include "spatialgrad/upsample_bilinear2d.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -27,6 +28,16 @@ constexpr int64_t kStreamingBytes = 4 << 20;
 // The NHWC backward's H pass runs in pieces of this many values, each after prefetching its part of
 // the next input row's new grad_output rows.
 constexpr int64_t kPrefetchPiece = 256;
+
+// The lanes stream rows that fill whole cache lines (or are long): a row that starts or ends inside a line
+// shares it between non-temporal and normal stores (measured: (8,256,25,25) -> 50^2, rows of 200 bytes,
+// 27 ms streamed vs 5 ms not; (8,64,64,64) -> 128^2, rows of 512 bytes, 6.5 vs 8.0 ms).
+constexpr int64_t kStreamingRowValues = 2048;
+
+bool streams_rows(const TensorView& output, int64_t row_values) {
+  const int64_t row_bytes = row_values * dtype_size(output.dtype());
+  return row_values >= kStreamingRowValues || row_bytes % detail::kCacheLine == 0;
+}
 
 bool worth_streaming(const TensorView& output) {
   return output.numel() * dtype_size(output.dtype()) >= kStreamingBytes;
@@ -157,43 +168,6 @@ std::vector<int64_t> scaled(const std::vector<int64_t>& index, int64_t stride) {
 // Separable: each needed input row is interpolated along W once into a row buffer, then every output
 // row blends two such buffers along H. Tasks own ranges of output rows.
 
-// NCHW: the W axis is innermost; planes are (n, c).
-template <class T>
-void forward_nchw(const TensorView& input, const TensorView& output, const Tables<AccType<T>>& tab) {
-  using Acc = AccType<T>;
-  const Strides is = strides_of(input, Layout::kNCHW), os = strides_of(output, Layout::kNCHW);
-  const int64_t channels = input.size(1), planes = input.size(0) * channels;
-  const int64_t out_h = tab.h.out, out_w = tab.w.out;
-  const std::vector<int64_t> col0 = scaled(tab.w.i0, is.w), col1 = scaled(tab.w.i1, is.w);
-  const T* in = input.data<T>();
-  T* out = output.data<T>();
-  const int64_t work_per_row = 3 * out_w + 8;
-  parallel_for(0, planes * out_h, grain_for(work_per_row), [&](int64_t lo, int64_t hi) {
-    RowPairCache<Acc> cache(out_w);
-    const Acc* lw0 = tab.w.l0.data();
-    const Acc* lw1 = tab.w.l1.data();
-    // float16/bfloat16 rows are converted whole, as vector loops (detail/convert.h).
-    std::vector<float> wide(detail::kIsHalfType<T> ? static_cast<size_t>(tab.w.in) : 0);
-    for (int64_t item = lo; item < hi; ++item) {
-      const int64_t plane = item / out_h, oh = item % out_h;
-      const int64_t n = plane / channels, c = plane % channels;
-      const T* src = in + n * is.n + c * is.c;
-      const auto rows = cache.get(plane, tab.h.i0[oh], tab.h.i1[oh], [&](int64_t ih, Acc* buf) {
-        const T* row = src + ih * is.h;
-        if constexpr (detail::kIsHalfType<T>) {
-          detail::load_row(row, is.w, tab.w.in, wide.data());
-          for (int64_t ow = 0; ow < out_w; ++ow) buf[ow] = lw0[ow] * wide[tab.w.i0[ow]] + lw1[ow] * wide[tab.w.i1[ow]];
-        } else {
-          for (int64_t ow = 0; ow < out_w; ++ow)
-            buf[ow] = lw0[ow] * load_as<Acc>(row[col0[ow]]) + lw1[ow] * load_as<Acc>(row[col1[ow]]);
-        }
-      });
-      T* dst = out + n * os.n + c * os.c + oh * os.h;
-      detail::blend_rows(rows.first, rows.second, tab.h.l0[oh], tab.h.l1[oh], out_w, dst, os.w);
-    }
-  });
-}
-
 // NHWC: channels innermost; a row buffer holds (ow, c) for all channels; planes are n. The two passes of
 // one output row, sharing the strides and tables.
 template <class T>
@@ -278,150 +252,104 @@ void forward_nhwc(const TensorView& input, const TensorView& output, const Table
   });
 }
 
-// ---- backward -----------------------------------------------------------------------------------------------
-// Gather form, separable: a task owns whole grad_input rows. For input row ih it sums the weighted
-// grad_output rows whose stencil touches ih (contract H, contiguous), then gathers along W from that
-// buffer, and writes each grad_input element once. No zero-fill, no atomics.
+// ---- lanes of rows ------------------------------------------------------------------------------------------
+// The W pass reads its taps at computed positions: on a plane row, one scalar load per tap and value. The
+// lane strategies run it on kLanes rows at once instead: the rows are transposed into one lane-interleaved
+// row (value j of lane k at j * kLanes + k), every tap is then one vector for all lanes, and a transpose
+// brings the lanes back. A lane is any row of the flattened (image, row) order, so a single large plane
+// fills the lanes as well as many small ones. Each lane's value is computed with the operations of the
+// scalar loops, in the same order: the same bits.
+//
+// They see a tensor as images of flat rows: NCHW images are the (n, c) planes and a flat row holds W
+// values; NHWC images are the batch entries and a flat row holds W pixels of C values, pixel-major. The
+// W pass treats value c of pixel x as position x * values + c.
+constexpr int64_t kLanes = 8;
 
-// NCHW: the W gather is what costs (a few scalar taps per element), so it runs on blocks of
-// kPlaneBlock planes at once: each plane's H-contracted row is transposed into (ow, plane) order,
-// and every tap then updates all planes of the block in one vector operation.
-constexpr int64_t kPlaneBlock = 8;
-constexpr int64_t kPrefetchRows = 1;  // how many input rows ahead to prefetch grad_output rows
-
-// gathered[iw][p] = sum over the sources e of iw of weight[e] * columns[source[e]][p], for the
-// kPlaneBlock planes p of a block at once.
 template <class Acc>
-SG_SIMD_CLONES void gather_plane_block(Acc* gathered, const Acc* columns, const int64_t* start, const int64_t* source,
-                                       const Acc* weight, int64_t in_w) {
-  for (int64_t iw = 0; iw < in_w; ++iw) {
-    Acc sum[kPlaneBlock] = {};
-    for (int64_t e = start[iw]; e < start[iw + 1]; ++e) {
-      const Acc w = weight[e];
-      const Acc* column = columns + source[e] * kPlaneBlock;
-      for (int64_t p = 0; p < kPlaneBlock; ++p) sum[p] += w * column[p];
-    }
-    for (int64_t p = 0; p < kPlaneBlock; ++p) gathered[iw * kPlaneBlock + p] = sum[p];
+using LaneVec = detail::Vec<Acc, static_cast<int>(kLanes * sizeof(Acc))>;
+
+// Where the flat rows of a 4-D tensor are: image i's row r starts at offset(i) + r * s.h, and value c of
+// pixel x of a row is x * pixel_step + c * value_step after that.
+struct FlatRows {
+  Strides s;
+  int64_t channels;  // C of the tensor
+  int64_t values;    // per pixel of a flat row: 1 (NCHW) or C (NHWC)
+  int64_t pixel_step, value_step;
+  bool planes;  // NCHW: the images are the (n, c) planes
+
+  int64_t offset(int64_t image) const {
+    return planes ? (image / channels) * s.n + (image % channels) * s.c : image * s.n;
   }
-}
-
-// The passes of one NCHW backward task over its blocks of planes, with the task's scratch.
-template <class T>
-struct NchwBackward {
-  using Acc = AccType<T>;
-  // float16 source rows are converted by row functions (detail/rows.h: F16C where present; ~2x faster
-  // here than per-element conversion in the kernel; bfloat16 widens with a shift, cheaper in
-  // registers): fused with the H sum for unit-stride rows, else widened whole first.
-  static constexpr bool kWidenRows = std::is_same_v<T, Half>;
-  const Tables<Acc>& tab;
-  Strides gs, is;
-  int64_t channels;
-  std::vector<Acc> rows, columns, gathered, sums;  // (plane, ow), (ow, plane), (iw, plane), (plane, iw)
-  std::vector<const T*> g_rows;
-  std::vector<float> wide;
-  std::vector<const float*> wide_rows;
-
-  NchwBackward(const Tables<Acc>& t, const Strides& g, const Strides& i, int64_t c)
-      : tab(t),
-        gs(g),
-        is(i),
-        channels(c),
-        rows(static_cast<size_t>(kPlaneBlock * t.w.out)),
-        columns(rows.size()),
-        gathered(static_cast<size_t>(kPlaneBlock * t.w.in)),
-        sums(gathered.size()),
-        g_rows(static_cast<size_t>(t.h.max_sources)),
-        wide(kWidenRows ? static_cast<size_t>(t.h.max_sources * t.w.out) : 0),
-        wide_rows(kWidenRows ? static_cast<size_t>(t.h.max_sources) : 0) {}
-
-  int64_t plane_offset(int64_t plane, const Strides& st) const {
-    return (plane / channels) * st.n + (plane % channels) * st.c;
-  }
-
-  // The grad_output rows of input row `next` are mostly new: request them during this row, so their
-  // loads overlap its arithmetic (the hardware prefetcher misses these short rows). (Into L2 only:
-  // eight planes 2^k bytes apart share L1 sets.)
-  void prefetch_sources(const T* go, int64_t first_plane, int64_t count, int64_t next) const {
-    if (next >= tab.h.in || gs.w != 1) return;
-    for (int64_t p = 0; p < count; ++p) {
-      const T* g_plane = go + plane_offset(first_plane + p, gs);
-      for (int64_t e = tab.h.start[next]; e < tab.h.start[next + 1]; ++e)
-        prefetch_row(g_plane + tab.h.source[e] * gs.h, tab.w.out);
-    }
-  }
-
-  // rows[p] = the H-contracted grad_output row of input row ih, for the block's planes p < count.
-  void contract_h(const T* go, int64_t first_plane, int64_t count, int64_t ih) {
-    const int64_t e_begin = tab.h.start[ih], h_count = tab.h.start[ih + 1] - e_begin;
-    const Acc* h_weight = tab.h.weight.data() + e_begin;
-    const int64_t out_w = tab.w.out;
-    for (int64_t p = 0; p < count; ++p) {
-      const T* g_plane = go + plane_offset(first_plane + p, gs);
-      for (int64_t k = 0; k < h_count; ++k) g_rows[k] = g_plane + tab.h.source[e_begin + k] * gs.h;
-      Acc* row = rows.data() + p * out_w;
-      if constexpr (kWidenRows) {
-        if (gs.w != 1) {
-          for (int64_t k = 0; k < h_count; ++k) detail::load_row(g_rows[k], gs.w, out_w, wide.data() + k * out_w);
-          for (int64_t k = 0; k < h_count; ++k) wide_rows[k] = wide.data() + k * out_w;
-          detail::weighted_row_sum(wide_rows.data(), h_weight, h_count, 1, out_w, row);
-          continue;
-        }
-      }
-      detail::weighted_row_sum(g_rows.data(), h_weight, h_count, gs.w, out_w, row);
-    }
-  }
-
-  // The W gather of the block, all planes at once, and the stores of grad_input row ih. Rows p >= count
-  // hold stale values of an earlier block; they are computed but never stored.
-  void gather_w_and_store(T* gi, int64_t first_plane, int64_t count, int64_t ih) {
-    const int64_t in_w = tab.w.in;
-    detail::transpose(rows.data(), kPlaneBlock, tab.w.out, columns.data());
-    gather_plane_block(gathered.data(), columns.data(), tab.w.start.data(), tab.w.source.data(), tab.w.weight.data(),
-                       in_w);
-    detail::transpose(gathered.data(), in_w, kPlaneBlock, sums.data());
-    for (int64_t p = 0; p < count; ++p)
-      detail::store_row(sums.data() + p * in_w, in_w, gi + plane_offset(first_plane + p, is) + ih * is.h, is.w);
-  }
+  // Whether a flat row is one run of values run_step() apart (all but NHWC rows with gaps).
+  bool is_run() const { return values == 1 || (value_step == 1 && pixel_step == values); }
+  int64_t run_step() const { return values == 1 ? pixel_step : 1; }
 };
 
-template <class T>
-void backward_nchw(const TensorView& grad_output, const TensorView& grad_input, const Tables<AccType<T>>& tab) {
-  const Strides gs = strides_of(grad_output, Layout::kNCHW), is = strides_of(grad_input, Layout::kNCHW);
-  const int64_t channels = grad_input.size(1), planes = grad_input.size(0) * channels;
-  const int64_t blocks = (planes + kPlaneBlock - 1) / kPlaneBlock, in_h = tab.h.in;
-  const T* go = grad_output.data<T>();
-  T* gi = grad_input.data<T>();
-  const int64_t work_per_item = kPlaneBlock * ((tab.h.max_sources + 2) * tab.w.out + 2 * tab.w.in);
-  parallel_for(0, blocks * in_h, grain_for(work_per_item), [&](int64_t lo, int64_t hi) {
-    NchwBackward<T> pass(tab, gs, is, channels);
-    for (int64_t item = lo; item < hi; ++item) {
-      const int64_t block = item / in_h, ih = item % in_h;
-      const int64_t first_plane = block * kPlaneBlock, count = std::min(kPlaneBlock, planes - first_plane);
-      if (tab.h.start[ih] == tab.h.start[ih + 1]) {  // no output row reads this input row
-        for (int64_t p = 0; p < count; ++p)
-          detail::zero_row(tab.w.in, gi + pass.plane_offset(first_plane + p, is) + ih * is.h, is.w);
-        continue;
-      }
-      pass.prefetch_sources(go, first_plane, count, ih + kPrefetchRows);
-      pass.contract_h(go, first_plane, count, ih);
-      pass.gather_w_and_store(gi, first_plane, count, ih);
-    }
-  });
+FlatRows flat_rows(const TensorView& t, Layout layout) {
+  const Strides s = strides_of(t, layout);
+  const int64_t channels = t.size(dims_of(layout).c);
+  if (layout == Layout::kNCHW) return FlatRows{s, channels, 1, s.w, 1, true};
+  return FlatRows{s, channels, channels, s.w, s.c, false};
 }
 
-// A run of input columns [iw_begin, iw_end) and the output columns [ow_begin, ow_end) their
-// gathers read (empty when none of them is read).
+int64_t images_of(const TensorView& t, Layout layout) {
+  return layout == Layout::kNCHW ? t.size(0) * t.size(1) : t.size(0);
+}
+
+// dst[x * values + c] = value c of pixel x of `row` in Acc, for x < pixels.
+template <class T, class Acc>
+SPATIALGRAD_INLINE void load_pixels(const T* row, const FlatRows& g, int64_t pixels, Acc* dst) {
+  if (g.is_run()) return detail::load_row(row, g.run_step(), pixels * g.values, dst);
+  for (int64_t x = 0; x < pixels; ++x)
+    detail::load_row(row + x * g.pixel_step, g.value_step, g.values, dst + x * g.values);
+}
+
+// Value c of pixel x of `row` = src[x * values + c] rounded once to T, for x < pixels (non-temporal stores
+// where `stream`: store_fence() before the task ends).
+template <class T, class Acc>
+SPATIALGRAD_INLINE void store_pixels(const Acc* src, int64_t pixels, const FlatRows& g, T* row, bool stream) {
+  if (g.is_run() && stream) return detail::store_row_streaming(src, pixels * g.values, row, g.run_step());
+  if (g.is_run()) return detail::store_row(src, pixels * g.values, row, g.run_step());
+  for (int64_t x = 0; x < pixels; ++x)
+    detail::store_row(src + x * g.values, g.values, row + x * g.pixel_step, g.value_step);
+}
+
+// Value c of pixel x of `row` = a0 * r0[x * values + c] + a1 * r1[x * values + c] rounded once to T.
+template <class T, class Acc>
+SG_SIMD_CLONES void blend_pixels(const Acc* r0, const Acc* r1, Acc a0, Acc a1, int64_t pixels, const FlatRows& g,
+                                 T* row, bool stream = false) {
+  if (g.is_run() && stream) return detail::blend_rows<true>(r0, r1, a0, a1, pixels * g.values, row, g.run_step());
+  if (g.is_run()) return detail::blend_rows(r0, r1, a0, a1, pixels * g.values, row, g.run_step());
+  for (int64_t x = 0; x < pixels; ++x) {
+    const int64_t at = x * g.values;
+    detail::blend_rows(r0 + at, r1 + at, a0, a1, g.values, row + x * g.pixel_step, g.value_step);
+  }
+}
+
+// acc[x * values + c] = sum over k < count (>= 1), in order, of w[k] * value c of pixel x of rows[k]; `moved`
+// holds count pointers (for rows with gaps).
+template <class T, class Acc>
+SPATIALGRAD_INLINE void sum_pixels(const T* const* rows, const Acc* w, int64_t count, const FlatRows& g,
+                                   int64_t pixels, const T** moved, Acc* acc) {
+  if (g.is_run()) return detail::weighted_row_sum(rows, w, count, g.run_step(), pixels * g.values, acc);
+  for (int64_t x = 0; x < pixels; ++x) {
+    for (int64_t k = 0; k < count; ++k) moved[k] = rows[k] + x * g.pixel_step;
+    detail::weighted_row_sum(moved, w, count, g.value_step, g.values, acc + x * g.values);
+  }
+}
+
+// A run of input pixels [iw_begin, iw_end) and the output pixels [ow_begin, ow_end) that read them (forward)
+// or that they read (backward); an empty output run when there are none.
 struct ColumnChunk {
   int64_t iw_begin, iw_end, ow_begin, ow_end;
 };
 
-// Splits the input columns into runs whose H-contracted (ow, c) buffer holds about
-// kChunkElements values, so that it stays in L1 between the H and W passes.
+// Splits the input pixels into runs whose output pixels, `per_pixel` values each, hold about `budget` values:
+// the chunks of the backward, whose buffers stay in cache between the H and W passes.
 template <class Acc>
-std::vector<ColumnChunk> column_chunks(const detail::LinearAxis<Acc>& w_axis, int64_t channels) {
-  constexpr int64_t kChunkElements = 4096;
-  const int64_t per_input = (w_axis.out + w_axis.in - 1) / w_axis.in + 1;  // output columns per input column
-  const int64_t width = std::clamp<int64_t>(kChunkElements / std::max<int64_t>(1, channels * per_input), 1, w_axis.in);
+std::vector<ColumnChunk> input_chunks(const detail::LinearAxis<Acc>& w_axis, int64_t per_pixel, int64_t budget) {
+  const int64_t per_input = (w_axis.out + w_axis.in - 1) / w_axis.in + 1;  // output pixels per input pixel
+  const int64_t width = std::clamp<int64_t>(budget / std::max<int64_t>(1, per_pixel * per_input), 1, w_axis.in);
   std::vector<ColumnChunk> chunks;
   for (int64_t a = 0; a < w_axis.in; a += width) {
     const int64_t b = std::min(a + width, w_axis.in);
@@ -436,6 +364,433 @@ std::vector<ColumnChunk> column_chunks(const detail::LinearAxis<Acc>& w_axis, in
   }
   return chunks;
 }
+
+// Splits the output pixels into runs whose input pixels (from i0 of the first to i1 of the last), `per_pixel`
+// values each, hold about `budget` values: the chunks of the forward.
+template <class Acc>
+std::vector<ColumnChunk> output_chunks(const detail::LinearAxis<Acc>& w_axis, int64_t per_pixel, int64_t budget) {
+  const int64_t per_output = (w_axis.in + w_axis.out - 1) / w_axis.out + 1;  // input pixels per output pixel
+  const int64_t width = std::clamp<int64_t>(budget / std::max<int64_t>(1, per_pixel * per_output), 1, w_axis.out);
+  std::vector<ColumnChunk> chunks;
+  for (int64_t a = 0; a < w_axis.out; a += width) {
+    const int64_t b = std::min(a + width, w_axis.out);
+    chunks.push_back(ColumnChunk{w_axis.i0[a], w_axis.i1[b - 1] + 1, a, b});
+  }
+  return chunks;
+}
+
+// The most input and output pixels of any chunk.
+std::pair<int64_t, int64_t> widest(const std::vector<ColumnChunk>& chunks) {
+  int64_t in = 0, out = 0;
+  for (const ColumnChunk& c : chunks) {
+    in = std::max(in, c.iw_end - c.iw_begin);
+    out = std::max(out, c.ow_end - c.ow_begin);
+  }
+  return {in, out};
+}
+
+// The forward's W pass on kLanes rows: out[(o * values + c) * kLanes + k] = l0[ow] * x0 + l1[ow] * x1 for the
+// output pixels ow = chunk.ow_begin + o of the chunk, where x0, x1 are value c of lane k at the taps i0[ow],
+// i1[ow] in `in` (the chunk's input pixels, lane-interleaved).
+template <class Acc>
+SG_SIMD_CLONES void interpolate_lanes(const detail::LinearAxis<Acc>& w, const ColumnChunk& chunk, int64_t values,
+                                      const Acc* in, Acc* out) {
+  using V = LaneVec<Acc>;
+  const int64_t pixel = values * kLanes, first = chunk.iw_begin * pixel;  // in + iw * pixel - first: input pixel iw
+  const int64_t *i0 = w.i0.data(), *i1 = w.i1.data();
+  const Acc *l0 = w.l0.data(), *l1 = w.l1.data();
+  for (int64_t ow = chunk.ow_begin; ow < chunk.ow_end; ++ow) {
+    const Acc* p0 = in + (i0[ow] * pixel - first);
+    const Acc* p1 = in + (i1[ow] * pixel - first);
+    Acc* o = out + (ow - chunk.ow_begin) * pixel;
+    for (int64_t j = 0; j < pixel; j += kLanes) {
+      V x0, x1;
+      detail::store_u(o + j, l0[ow] * detail::load_u(x0, p0 + j) + l1[ow] * detail::load_u(x1, p1 + j));
+    }
+  }
+}
+
+// The backward's W pass on kLanes rows: gathered[(i * values + c) * kLanes + k] = the sum over the sources e
+// of input pixel iw = chunk.iw_begin + i, in order, of weight[e] * value c of lane k at output pixel
+// source[e] in `columns` (the chunk's output pixels, lane-interleaved); 0 without sources.
+template <class Acc>
+SG_SIMD_CLONES void gather_lanes(const detail::LinearAxis<Acc>& w, const ColumnChunk& chunk, int64_t values,
+                                 const Acc* columns, Acc* gathered) {
+  using V = LaneVec<Acc>;
+  const int64_t pixel = values * kLanes;
+  const int64_t* start = w.start.data();
+  const int64_t* source = w.source.data();
+  const Acc* weight = w.weight.data();
+  const int64_t first = chunk.ow_begin * pixel;  // columns + ow * pixel - first: output pixel ow
+  for (int64_t iw = chunk.iw_begin; iw < chunk.iw_end; ++iw) {
+    const int64_t e0 = start[iw], e1 = start[iw + 1];
+    Acc* out = gathered + (iw - chunk.iw_begin) * pixel;
+    for (int64_t j = 0; j < pixel; j += kLanes) {
+      V x, sum{};
+      if (e0 < e1) sum = weight[e0] * detail::load_u(x, columns + (source[e0] * pixel - first + j));
+      for (int64_t e = e0 + 1; e < e1; ++e) sum += weight[e] * detail::load_u(x, columns + (source[e] * pixel - first + j));
+      detail::store_u(out + j, sum);
+    }
+  }
+}
+
+// Chunk budgets (values in one lane-interleaved buffer): ~64 KB of float, measured best among 16-256 KB.
+constexpr int64_t kLaneChunkValues = 16 << 10;
+
+// The backward on lanes: a task owns blocks of kLanes grad_input rows (flattened (image, ih) order). Per
+// block and column chunk: each lane's H pass into `rows`, a transpose into `columns`, the W pass on all
+// lanes, a transpose back into `sums`, and the lanes' stores.
+template <class T>
+struct BackwardLanes {
+  using Acc = AccType<T>;
+  const Tables<Acc>& tab;
+  const FlatRows &g, &gi;
+  const std::vector<int64_t>& read;  // the input rows that some output row reads, in order
+  const std::vector<ColumnChunk>& chunks;
+  bool stream;  // grad_input written with non-temporal stores
+  std::vector<Acc> rows, columns, gathered, sums;
+  std::vector<const T*> g_rows, moved;
+
+  BackwardLanes(const Tables<Acc>& t, const FlatRows& g_, const FlatRows& gi_, const std::vector<int64_t>& r,
+                const std::vector<ColumnChunk>& c, bool stream_)
+      : tab(t),
+        g(g_),
+        gi(gi_),
+        read(r),
+        chunks(c),
+        stream(stream_),
+        g_rows(static_cast<size_t>(t.h.max_sources)),
+        moved(g_rows.size()) {
+    const auto [in, out] = widest(chunks);
+    rows.resize(static_cast<size_t>(kLanes * out * g.values));
+    columns.resize(rows.size());
+    gathered.resize(static_cast<size_t>(kLanes * in * g.values));
+    sums.resize(gathered.size());
+  }
+
+  // Lane keys number the read rows of all images: key -> (image, ih).
+  std::pair<int64_t, int64_t> row_of(int64_t key) const {
+    const int64_t per_image = static_cast<int64_t>(read.size());
+    return {key / per_image, read[key % per_image]};
+  }
+
+  // dst = the H contraction of grad_input row `key` over the chunk's output pixels.
+  void contract(const T* go, int64_t key, const ColumnChunk& chunk, Acc* dst) {
+    const auto [image, ih] = row_of(key);
+    const int64_t pixels = chunk.ow_end - chunk.ow_begin;
+    const int64_t e_begin = tab.h.start[ih], count = tab.h.start[ih + 1] - e_begin;
+    if (count == 0 || pixels == 0) {
+      std::fill(dst, dst + pixels * g.values, Acc(0));
+      return;
+    }
+    const T* base = go + g.offset(image) + chunk.ow_begin * g.pixel_step;
+    for (int64_t k = 0; k < count; ++k) g_rows[k] = base + tab.h.source[e_begin + k] * g.s.h;
+    sum_pixels(g_rows.data(), tab.h.weight.data() + e_begin, count, g, pixels, moved.data(), dst);
+  }
+
+  // Requests the grad_output rows that row `key` reads over the chunk (into L2: the hardware prefetcher
+  // misses these short runs; measured 20-30% on the NCHW benchmark shape).
+  void prefetch(const T* go, int64_t key, const ColumnChunk& chunk) const {
+    const auto [image, ih] = row_of(key);
+    if (!g.is_run() || g.run_step() != 1 || chunk.ow_end == chunk.ow_begin) return;
+    const T* base = go + g.offset(image) + chunk.ow_begin * g.values;
+    for (int64_t e = tab.h.start[ih]; e < tab.h.start[ih + 1]; ++e)
+      prefetch_row(base + tab.h.source[e] * g.s.h, (chunk.ow_end - chunk.ow_begin) * g.values);
+  }
+
+  // grad_input rows [first, first + count), count <= kLanes (lanes beyond count compute stale values, unstored);
+  // the rows of the next block, [first + kLanes, next_end), are requested on the way.
+  void run_block(const T* go, T* g_in, int64_t first, int64_t count, int64_t next_end) {
+    for (const ColumnChunk& chunk : chunks) {
+      const int64_t out_len = (chunk.ow_end - chunk.ow_begin) * g.values;
+      const int64_t in_pixels = chunk.iw_end - chunk.iw_begin, in_len = in_pixels * g.values;
+      for (int64_t k = 0; k < count; ++k) {
+        if (first + kLanes + k < next_end) prefetch(go, first + kLanes + k, chunk);
+        contract(go, first + k, chunk, rows.data() + k * out_len);
+      }
+      detail::transpose(rows.data(), out_len, kLanes, out_len, columns.data(), kLanes);
+      gather_lanes(tab.w, chunk, g.values, columns.data(), gathered.data());
+      detail::transpose(gathered.data(), kLanes, in_len, kLanes, sums.data(), in_len);
+      for (int64_t k = 0; k < count; ++k) {
+        const auto [image, ih] = row_of(first + k);
+        T* dst = g_in + gi.offset(image) + ih * gi.s.h + chunk.iw_begin * gi.pixel_step;
+        store_pixels(sums.data() + k * in_len, in_pixels, gi, dst, stream);
+      }
+    }
+  }
+};
+
+// Rows of grad_input that no output row reads are zero; the lanes take only the others.
+template <class T>
+void zero_unread_rows(const FlatRows& gi, int64_t images, const std::vector<int64_t>& unread, int64_t pixels, T* g_in) {
+  const int64_t count = static_cast<int64_t>(unread.size());
+  parallel_for(0, images * count, grain_for(pixels * gi.values), [&](int64_t lo, int64_t hi) {
+    for (int64_t item = lo; item < hi; ++item) {
+      T* row = g_in + gi.offset(item / count) + unread[item % count] * gi.s.h;
+      if (gi.is_run()) {
+        detail::zero_row(pixels * gi.values, row, gi.run_step());
+      } else {
+        for (int64_t x = 0; x < pixels; ++x) detail::zero_row(gi.values, row + x * gi.pixel_step, gi.value_step);
+      }
+    }
+  });
+}
+
+template <class T>
+void backward_lanes(const TensorView& grad_output, const TensorView& grad_input, const Tables<AccType<T>>& tab,
+                    Layout layout) {
+  const FlatRows g = flat_rows(grad_output, layout), gi = flat_rows(grad_input, layout);
+  std::vector<int64_t> read, unread;
+  for (int64_t ih = 0; ih < tab.h.in; ++ih) (tab.h.start[ih + 1] > tab.h.start[ih] ? read : unread).push_back(ih);
+  const int64_t images = images_of(grad_input, layout);
+  T* g_in = grad_input.data<T>();
+  zero_unread_rows(gi, images, unread, tab.w.in, g_in);
+  const std::vector<ColumnChunk> chunks = input_chunks(tab.w, kLanes * g.values, kLaneChunkValues);
+  const int64_t keys = images * static_cast<int64_t>(read.size()), blocks = (keys + kLanes - 1) / kLanes;
+  const T* go = grad_output.data<T>();
+  const int64_t work_per_block = kLanes * g.values * ((tab.h.max_sources + 2) * tab.w.out + 3 * tab.w.in);
+  const bool stream = worth_streaming(grad_input) && streams_rows(grad_input, tab.w.in * gi.values);
+  parallel_for(0, blocks, grain_for(work_per_block), [&](int64_t lo, int64_t hi) {
+    BackwardLanes<T> pass(tab, g, gi, read, chunks, stream);
+    const int64_t end = std::min(keys, hi * kLanes);
+    for (int64_t b = lo; b < hi; ++b) pass.run_block(go, g_in, b * kLanes, std::min(kLanes, keys - b * kLanes), end);
+    detail::store_fence();
+  });
+}
+
+// The forward on lanes: a task owns a range of output rows (flattened (image, oh) order). Per column chunk it
+// walks its rows, W-interpolating the input rows they read in batches of kLanes (the next input rows needed,
+// in order), keeping the last two batches, and blends each output row from its two interpolated rows.
+template <class T>
+struct ForwardLanes {
+  using Acc = AccType<T>;
+  struct Batch {
+    int64_t key[kLanes];
+    int64_t count = 0;
+    std::vector<Acc> rows;  // kLanes rows of the chunk's output values
+
+    const Acc* find(int64_t k, int64_t len) const {
+      for (int64_t i = 0; i < count; ++i)
+        if (key[i] == k) return rows.data() + i * len;
+      return nullptr;
+    }
+  };
+  const Tables<Acc>& tab;
+  const FlatRows &in, &out;
+  const std::vector<ColumnChunk>& chunks;
+  std::vector<Acc> loaded, lanes, interpolated;
+  Batch batch[2];
+  int newest = 0;
+
+  ForwardLanes(const Tables<Acc>& t, const FlatRows& in_, const FlatRows& out_, const std::vector<ColumnChunk>& c)
+      : tab(t), in(in_), out(out_), chunks(c) {
+    const auto [in_pixels, out_pixels] = widest(chunks);
+    loaded.resize(static_cast<size_t>(kLanes * in_pixels * in.values));
+    lanes.resize(loaded.size());
+    interpolated.resize(static_cast<size_t>(kLanes * out_pixels * in.values));
+    for (Batch& b : batch) b.rows.resize(interpolated.size());
+  }
+
+  int64_t tap(int64_t item, int which) const {
+    const int64_t image = item / tab.h.out, oh = item % tab.h.out;
+    return image * tab.h.in + (which == 0 ? tab.h.i0[oh] : tab.h.i1[oh]);
+  }
+
+  // A new batch: the next kLanes input rows read by rows [item, end), in order, but for those of the batch
+  // kept (it has both taps of `item` afterwards), W-interpolated over the chunk.
+  void load_batch(const T* input, int64_t item, int64_t end, const ColumnChunk& chunk) {
+    newest ^= 1;
+    Batch& b = batch[newest];
+    const Batch& kept = batch[newest ^ 1];
+    const int64_t in_pixels = chunk.iw_end - chunk.iw_begin, in_len = in_pixels * in.values;
+    const int64_t out_len = (chunk.ow_end - chunk.ow_begin) * in.values;
+    b.count = 0;
+    for (int64_t last = -1; item < end && b.count < kLanes; ++item) {
+      for (int which = 0; which < 2 && b.count < kLanes; ++which) {
+        const int64_t key = tap(item, which);
+        if (key > last && kept.find(key, out_len) == nullptr) b.key[b.count++] = last = key;
+      }
+    }
+    for (int64_t k = 0; k < b.count; ++k) {
+      const int64_t image = b.key[k] / tab.h.in, ih = b.key[k] % tab.h.in;
+      const T* row = input + in.offset(image) + ih * in.s.h + chunk.iw_begin * in.pixel_step;
+      load_pixels(row, in, in_pixels, loaded.data() + k * in_len);
+    }
+    detail::transpose(loaded.data(), in_len, kLanes, in_len, lanes.data(), kLanes);
+    interpolate_lanes(tab.w, chunk, in.values, lanes.data(), interpolated.data());
+    detail::transpose(interpolated.data(), kLanes, out_len, kLanes, b.rows.data(), out_len);
+  }
+
+  void run(const T* input, T* output, int64_t lo, int64_t hi) {
+    for (const ColumnChunk& chunk : chunks) {
+      const int64_t pixels = chunk.ow_end - chunk.ow_begin, len = pixels * in.values;
+      batch[0].count = batch[1].count = 0;
+      auto find = [&](int64_t key) {
+        const Acc* row = batch[newest].find(key, len);
+        return row != nullptr ? row : batch[newest ^ 1].find(key, len);
+      };
+      for (int64_t item = lo; item < hi; ++item) {
+        const Acc* r0 = find(tap(item, 0));
+        const Acc* r1 = find(tap(item, 1));
+        if (r0 == nullptr || r1 == nullptr) {
+          load_batch(input, item, hi, chunk);
+          r0 = find(tap(item, 0));
+          r1 = find(tap(item, 1));
+        }
+        const int64_t image = item / tab.h.out, oh = item % tab.h.out;
+        T* dst = output + out.offset(image) + oh * out.s.h + chunk.ow_begin * out.pixel_step;
+        blend_pixels(r0, r1, tab.h.l0[oh], tab.h.l1[oh], pixels, out, dst, stream);
+      }
+    }
+    detail::store_fence();
+  }
+  bool stream = false;  // output rows written with non-temporal stores
+};
+
+template <class T>
+void forward_lanes(const TensorView& input, const TensorView& output, const Tables<AccType<T>>& tab, Layout layout) {
+  const FlatRows in = flat_rows(input, layout), out = flat_rows(output, layout);
+  const std::vector<ColumnChunk> chunks = output_chunks(tab.w, kLanes * in.values, kLaneChunkValues);
+  const int64_t items = images_of(output, layout) * tab.h.out;
+  const T* x = input.data<T>();
+  T* y = output.data<T>();
+  const int64_t work_per_row = in.values * (3 * tab.w.out + 8);
+  parallel_for(0, items, grain_for(work_per_row), [&](int64_t lo, int64_t hi) {
+    ForwardLanes<T> pass(tab, in, out, chunks);
+    pass.stream = worth_streaming(output) && streams_rows(output, tab.w.out * out.values);
+    pass.run(x, y, lo, hi);
+  });
+}
+
+// ---- direct forward -----------------------------------------------------------------------------------------
+// When each input row is read by about one output row (downsampling H), interpolated rows are not reused
+// and the lanes' transposes of the input are most of the work. The direct strategy computes each output
+// value from its four taps, a0 * (l0 * x00 + l1 * x01) + a1 * (l0 * x10 + l1 * x11) (the same operations as
+// the separable passes, the same bits), eight output values at once: the two taps of a row are adjacent
+// (i1 = i0 + 1 but at the last input column), so each is one 8-byte load, and the pairs are split into the
+// tap vectors by shuffles. float rows of unit stride only.
+
+// The output columns [0, end) whose taps are adjacent (i0 < in - 1; a prefix, as i0 never decreases).
+template <class Acc>
+int64_t adjacent_taps_end(const detail::LinearAxis<Acc>& w) {
+  if (w.in == w.out) return 0;  // the same size: a copy (i1 = i0)
+  return std::partition_point(w.i0.begin(), w.i0.end(), [&](int64_t i) { return i < w.in - 1; }) - w.i0.begin();
+}
+
+// dst[ow * stride] = the output value at column ow of the rows r0, r1 (weights a0, a1), for ow < w.out.
+//
+// n0, n1 are the rows of the next output row: requested a few lines ahead as this row is read (measured
+// 10-15% on (4,3,600,800) -> 300x400: the hardware prefetcher starts late on each new pair of rows).
+SG_SIMD_CLONES void direct_row(const float* r0, const float* r1, float a0, float a1, const detail::LinearAxis<float>& w,
+                               int64_t adjacent_end, float* dst, int64_t stride, const float* n0, const float* n1) {
+  using V = detail::Vec<float, 32>;
+  using Pairs = detail::Vec<double, 32>;  // four (x[i0], x[i0 + 1]) pairs
+  constexpr int64_t kStep = 8;
+  const int64_t* i0 = w.i0.data();
+  auto pairs = [&](const float* row, int64_t at, Pairs& p) {
+    for (int k = 0; k < 4; ++k) std::memcpy(reinterpret_cast<char*>(&p) + 8 * k, row + i0[at + k], 8);
+  };
+  auto taps = [&](const float* row, int64_t at, V& x0, V& x1) {
+    Pairs lo, hi;
+    pairs(row, at, lo);
+    pairs(row, at + 4, hi);
+    V a, b;
+    std::memcpy(&a, &lo, sizeof(V));
+    std::memcpy(&b, &hi, sizeof(V));
+    detail::deinterleave8(a, b, x0, x1);
+  };
+  int64_t ow = 0;
+  for (; ow + kStep <= adjacent_end; ow += kStep) {
+    if (ow % 16 == 0) {  // one request per 64-byte line of a row read at stride ~2
+      detail::prefetch(n0 + i0[ow] + 32);
+      detail::prefetch(n1 + i0[ow] + 32);
+    }
+    V x00, x01, x10, x11, l0, l1;
+    taps(r0, ow, x00, x01);
+    taps(r1, ow, x10, x11);
+    detail::load_u(l0, w.l0.data() + ow);
+    detail::load_u(l1, w.l1.data() + ow);
+    const V value = a0 * (l0 * x00 + l1 * x01) + a1 * (l0 * x10 + l1 * x11);
+    if (stride == 1) {
+      detail::store_u(dst + ow, value);
+    } else {
+      for (int k = 0; k < kStep; ++k) dst[(ow + k) * stride] = value[k];
+    }
+  }
+  for (; ow < w.out; ++ow) {
+    const float top = w.l0[ow] * r0[w.i0[ow]] + w.l1[ow] * r0[w.i1[ow]];
+    const float bottom = w.l0[ow] * r1[w.i0[ow]] + w.l1[ow] * r1[w.i1[ow]];
+    dst[ow * stride] = a0 * top + a1 * bottom;
+  }
+}
+
+void forward_direct(const TensorView& input, const TensorView& output, const Tables<float>& tab) {
+  const Strides is = strides_of(input, Layout::kNCHW), os = strides_of(output, Layout::kNCHW);
+  const int64_t channels = input.size(1), out_h = tab.h.out, adjacent_end = adjacent_taps_end(tab.w);
+  const float* in = input.data<float>();
+  float* out = output.data<float>();
+  parallel_for(0, input.size(0) * channels * out_h, grain_for(2 * tab.w.out + 8), [&](int64_t lo, int64_t hi) {
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t plane = item / out_h, oh = item % out_h;
+      const float* src = in + (plane / channels) * is.n + (plane % channels) * is.c;
+      float* dst = out + (plane / channels) * os.n + (plane % channels) * os.c + oh * os.h;
+      const int64_t next = std::min(oh + 1, out_h - 1);
+      direct_row(src + tab.h.i0[oh] * is.h, src + tab.h.i1[oh] * is.h, tab.h.l0[oh], tab.h.l1[oh], tab.w,
+                 adjacent_end, dst, os.w, src + tab.h.i0[next] * is.h, src + tab.h.i1[next] * is.h);
+    }
+  });
+}
+
+// One output row of the direct forward on NHWC rows (float/double): value c of output pixel ow = a0 * (l0 *
+// x00 + l1 * x01) + a1 * (l0 * x10 + l1 * x11), x.. the values c of the tap pixels, channels vectorised.
+template <class Acc>
+SG_SIMD_CLONES void direct_pixels(const Acc* r0, const Acc* r1, Acc a0, Acc a1, const detail::LinearAxis<Acc>& w,
+                                  const FlatRows& in, Acc* dst, const FlatRows& out) {
+  using V = detail::Vec<Acc, 32>;
+  constexpr int64_t kStep = detail::kVecLanes<Acc, 32>;
+  const int64_t values = in.values;
+  const bool dense = in.value_step == 1 && out.value_step == 1;
+  for (int64_t ow = 0; ow < w.out; ++ow) {
+    const int64_t t0 = w.i0[ow] * in.pixel_step, t1 = w.i1[ow] * in.pixel_step;
+    const Acc *p00 = r0 + t0, *p01 = r0 + t1, *p10 = r1 + t0, *p11 = r1 + t1;
+    const Acc l0 = w.l0[ow], l1 = w.l1[ow];
+    Acc* o = dst + ow * out.pixel_step;
+    int64_t c = 0;
+    if (dense) {
+      for (V x00, x01, x10, x11; c + kStep <= values; c += kStep) {
+        const V top = l0 * detail::load_u(x00, p00 + c) + l1 * detail::load_u(x01, p01 + c);
+        const V bottom = l0 * detail::load_u(x10, p10 + c) + l1 * detail::load_u(x11, p11 + c);
+        detail::store_u(o + c, a0 * top + a1 * bottom);
+      }
+    }
+    const int64_t is = in.value_step, os = out.value_step;
+    for (; c < values; ++c) {
+      const Acc top = l0 * p00[c * is] + l1 * p01[c * is], bottom = l0 * p10[c * is] + l1 * p11[c * is];
+      o[c * os] = a0 * top + a1 * bottom;
+    }
+  }
+}
+
+template <class Acc>
+void forward_direct_nhwc(const TensorView& input, const TensorView& output, const Tables<Acc>& tab) {
+  const FlatRows in = flat_rows(input, Layout::kNHWC), out = flat_rows(output, Layout::kNHWC);
+  const int64_t out_h = tab.h.out;
+  const Acc* x = input.data<Acc>();
+  Acc* y = output.data<Acc>();
+  parallel_for(0, input.size(0) * out_h, grain_for(in.values * (2 * tab.w.out + 8)), [&](int64_t lo, int64_t hi) {
+    for (int64_t item = lo; item < hi; ++item) {
+      const int64_t n = item / out_h, oh = item % out_h;
+      const Acc* src = x + n * in.s.n;
+      direct_pixels(src + tab.h.i0[oh] * in.s.h, src + tab.h.i1[oh] * in.s.h, tab.h.l0[oh], tab.h.l1[oh], tab.w, in,
+                    y + n * out.s.n + oh * out.s.h, out);
+    }
+  });
+}
+
+// ---- backward -----------------------------------------------------------------------------------------------
+// Gather form, separable: a task owns whole grad_input rows. For input row ih it sums the weighted
+// grad_output rows whose stencil touches ih (contract H, contiguous), then gathers along W from that
+// buffer, and writes each grad_input element once. No zero-fill, no atomics.
 
 // The W gather of one NHWC chunk for float/double rows with unit channel stride: grad_input pixel iw
 // gets sum over its sources k (in order) of w[k] * rows[(source[k] - ow0) * C + c], the sums of
@@ -493,7 +848,9 @@ SG_SIMD_CLONES void gather_columns_dense(const detail::LinearAxis<T>& w_axis, co
 template <class T>
 struct NhwcBackward {
   using Acc = AccType<T>;
-  static constexpr bool kWidenRows = std::is_same_v<T, Half>;  // as in NchwBackward
+  // float16 source rows with gaps are widened whole first (F16C row functions, ~2x faster here than
+  // per-element conversion); bfloat16 widens with a shift, cheaper in registers.
+  static constexpr bool kWidenRows = std::is_same_v<T, Half>;
   const Tables<Acc>& tab;
   Strides gs, is;
   int64_t channels;
@@ -521,8 +878,9 @@ struct NhwcBackward {
         wide(kWidenRows ? static_cast<size_t>(t.h.max_sources * max_width * channels) : 0),
         wide_rows(kWidenRows ? static_cast<size_t>(t.h.max_sources) : 0) {}
 
-  // As in backward_nchw, the next input row's new grad_output rows are requested during this row, a
-  // piece of a chunk's columns at a time (contract_h): one burst per row overflows the miss queue and stalls.
+  // The next input row's new grad_output rows are requested during this row (their loads then overlap its
+  // arithmetic), a piece of a chunk's columns at a time (contract_h): one burst per row overflows the miss
+  // queue and stalls.
   void plan_prefetch(const T* g_image, int64_t ih) {
     prefetch_count = 0;
     if (ih + 1 >= tab.h.in || !dense_g) return;
@@ -591,7 +949,7 @@ struct NhwcBackward {
 template <class T>
 void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, const Tables<AccType<T>>& tab) {
   const int64_t channels = grad_input.size(3), in_h = tab.h.in, in_w = tab.w.in, out_w = tab.w.out;
-  const std::vector<ColumnChunk> chunks = column_chunks(tab.w, channels);
+  const std::vector<ColumnChunk> chunks = input_chunks(tab.w, channels, 4096);
   int64_t max_width = 0;
   for (const ColumnChunk& chunk : chunks) max_width = std::max(max_width, chunk.ow_end - chunk.ow_begin);
   const T* go = grad_output.data<T>();
@@ -617,7 +975,55 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
   });
 }
 
+// ---- choosing a strategy ------------------------------------------------------------------------------------
+// Measured on this project's 2-core machine (docs/design.md has the tables).
+using detail::UpsamplePath;
+std::atomic<UpsamplePath> forced_forward{UpsamplePath::kAuto}, forced_backward{UpsamplePath::kAuto};
+
+// The direct forward wins once input rows are read by fewer than ~1.5 output rows each (the lanes' W pass
+// is then done for almost every output row): at >= 2/3 input rows read per output row. Measured crossover:
+// 224 -> 299 (0.75 rows per output row) direct 2.9 ms vs lanes 4.2 ms; 100 -> 170 (0.59) 0.67 vs 0.50 ms.
+constexpr double kDirectRowsPerOutputRow = 2.0 / 3.0;
+// NHWC rows of at least this many channels are vectors already: the direct forward and the channel-vector
+// backward need no transposes (C = 64: direct 2.8 ms vs lanes 7.9 ms forward; C = 3: lanes 0.45 vs 0.65 ms
+// upsampling x2).
+constexpr int64_t kChannelVectors = 8;
+
+template <class T>
+UpsamplePath forward_path(const TensorView& input, Layout layout, const Tables<AccType<T>>& tab) {
+  const UpsamplePath forced = forced_forward.load(std::memory_order_relaxed);
+  const bool nchw = layout == Layout::kNCHW, unit = input.stride(3) == 1;
+  const bool direct_ok = nchw ? std::is_same_v<T, float> && unit : !detail::kIsHalfType<T>;
+  if (forced == UpsamplePath::kDirect && direct_ok) return forced;
+  if (forced == UpsamplePath::kRows && !nchw) return forced;
+  if (forced == UpsamplePath::kLanes) return forced;
+  const int64_t channels = input.size(dims_of(layout).c);
+  const bool many_channels = !nchw && channels >= kChannelVectors;
+  const double read = static_cast<double>(detail::read_inputs(tab.h)), out_h = static_cast<double>(tab.h.out);
+  // NHWC channel vectors reuse each W-interpolated input row for its output rows: worth it beyond two output
+  // rows per input row ((4,64,64,21) -> 256^2: rows 1.5 ms vs direct 4.3 ms; at x2 direct is as fast or faster:
+  // (2,32,32,256) -> 64^2 0.50 vs 0.76 ms).
+  if (many_channels && 2 * read < out_h) return UpsamplePath::kRows;
+  if (direct_ok && (many_channels || read >= kDirectRowsPerOutputRow * out_h)) return UpsamplePath::kDirect;
+  return many_channels ? UpsamplePath::kRows : UpsamplePath::kLanes;
+}
+
+template <class Acc>
+UpsamplePath backward_path(Layout layout, const TensorView& grad_input, const Tables<Acc>&) {
+  if (layout == Layout::kNCHW) return UpsamplePath::kLanes;
+  const UpsamplePath forced = forced_backward.load(std::memory_order_relaxed);
+  if (forced == UpsamplePath::kLanes || forced == UpsamplePath::kRows) return forced;
+  return grad_input.size(3) >= kChannelVectors ? UpsamplePath::kRows : UpsamplePath::kLanes;
+}
+
 }  // namespace
+
+namespace detail {
+void force_upsample_path(UpsamplePath forward, UpsamplePath backward) {
+  forced_forward.store(forward);
+  forced_backward.store(backward);
+}
+}  // namespace detail
 
 const char* layout_name(Layout layout) {
   switch (layout) {
@@ -682,11 +1088,19 @@ void upsample_bilinear2d(const TensorView& input, const std::vector<int64_t>& ou
     using T = decltype(tag);
     if (output.is_empty()) return;
     const auto tab = make_tables<AccType<T>>(in_h, in_w, out_h, out_w, align_corners, scales_h, scales_w);
-    if (layout == Layout::kNCHW) {
-      forward_nchw<T>(input, output, tab);
-    } else {
-      forward_nhwc<T>(input, output, tab);
+    switch (forward_path<T>(input, layout, tab)) {
+      case UpsamplePath::kDirect:
+        if constexpr (!detail::kIsHalfType<T>) {
+          if (layout == Layout::kNHWC) return forward_direct_nhwc(input, output, tab);
+          if constexpr (std::is_same_v<T, float>) return forward_direct(input, output, tab);
+        }
+        break;
+      case UpsamplePath::kRows:
+        return forward_nhwc<T>(input, output, tab);
+      default:
+        break;
     }
+    forward_lanes<T>(input, output, tab, layout);
   });
 }
 
@@ -717,11 +1131,8 @@ void upsample_bilinear2d_backward(const TensorView& grad_output, const std::vect
     using T = decltype(tag);
     if (grad_input.is_empty()) return;
     const auto tab = make_tables<AccType<T>>(in_h, in_w, out_h, out_w, align_corners, scales_h, scales_w);
-    if (layout == Layout::kNCHW) {
-      backward_nchw<T>(grad_output, grad_input, tab);
-    } else {
-      backward_nhwc<T>(grad_output, grad_input, tab);
-    }
+    if (backward_path(layout, grad_input, tab) == UpsamplePath::kRows) return backward_nhwc<T>(grad_output, grad_input, tab);
+    backward_lanes<T>(grad_output, grad_input, tab, layout);
   });
 }
 

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <tuple>
 
+#include "detail/upsample_bilinear2d_axis.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"
 
@@ -332,6 +334,152 @@ TEST(UpsampleBilinear2d, ThreadCountDoesNotChangeBits) {
     for (size_t i = 1; i < outs.size(); ++i) {
       EXPECT_EQ(std::memcmp(outs[i].data(), outs[0].data(), outs[0].size() * sizeof(float)), 0);
       EXPECT_EQ(std::memcmp(grads[i].data(), grads[0].data(), grads[0].size() * sizeof(float)), 0);
+    }
+  }
+}
+
+// ---- issue 31's strategies: every path against float loops in the same order, and against each other -------
+
+using detail::UpsamplePath;
+
+// Forces the strategies for a scope (tests run one at a time), then restores the cost model's choice.
+struct ForcedPaths {
+  ForcedPaths(UpsamplePath forward, UpsamplePath backward) { detail::force_upsample_path(forward, backward); }
+  ~ForcedPaths() { detail::force_upsample_path(UpsamplePath::kAuto, UpsamplePath::kAuto); }
+};
+
+// The forward and backward as float loops with the kernels' operations in their order: per output value
+// a0 * (l0 * x00 + l1 * x01) + a1 * (l0 * x10 + l1 * x11); per input value the sum over its W sources (in
+// order) of w * (the sum over its H sources, in order, of w * g). Any strategy must give these bits.
+struct OrderedLoops {
+  Problem p;
+  detail::LinearAxis<float> h, w;
+  explicit OrderedLoops(const Problem& problem)
+      : p(problem),
+        h(detail::make_linear_axis<float>(p.h, p.oh, p.align_corners, p.scales_h)),
+        w(detail::make_linear_axis<float>(p.w, p.ow, p.align_corners, p.scales_w)) {}
+
+  std::vector<float> forward(const std::vector<float>& x) const {
+    std::vector<float> y(static_cast<size_t>(p.n * p.c * p.oh * p.ow));
+    for (int64_t b = 0; b < p.n; ++b)
+      for (int64_t c = 0; c < p.c; ++c)
+        for (int64_t oy = 0; oy < p.oh; ++oy)
+          for (int64_t ox = 0; ox < p.ow; ++ox) {
+            auto in = [&](int64_t iy, int64_t ix) { return x[p.index(b, c, iy, ix, p.h, p.w)]; };
+            const float top = w.l0[ox] * in(h.i0[oy], w.i0[ox]) + w.l1[ox] * in(h.i0[oy], w.i1[ox]);
+            const float bottom = w.l0[ox] * in(h.i1[oy], w.i0[ox]) + w.l1[ox] * in(h.i1[oy], w.i1[ox]);
+            y[p.index(b, c, oy, ox, p.oh, p.ow)] = h.l0[oy] * top + h.l1[oy] * bottom;
+          }
+    return y;
+  }
+
+  std::vector<float> backward(const std::vector<float>& g) const {
+    std::vector<float> gi(static_cast<size_t>(p.n * p.c * p.h * p.w));
+    for (int64_t b = 0; b < p.n; ++b)
+      for (int64_t c = 0; c < p.c; ++c)
+        for (int64_t iy = 0; iy < p.h; ++iy)
+          for (int64_t ix = 0; ix < p.w; ++ix) {
+            float sum = 0;
+            for (int64_t ew = w.start[ix]; ew < w.start[ix + 1]; ++ew) {
+              float column = 0;
+              for (int64_t eh = h.start[iy]; eh < h.start[iy + 1]; ++eh) {
+                const float term = h.weight[eh] * g[p.index(b, c, h.source[eh], w.source[ew], p.oh, p.ow)];
+                column = eh == h.start[iy] ? term : column + term;
+              }
+              const float term = w.weight[ew] * column;
+              sum = ew == w.start[ix] ? term : sum + term;
+            }
+            gi[p.index(b, c, iy, ix, p.h, p.w)] = sum;
+          }
+    return gi;
+  }
+};
+
+// Shapes that take every strategy: up and down, odd ratios, tiny and wide rows (several column chunks),
+// one plane and many, NHWC channels below and above the channel-vector crossover.
+std::vector<Problem> strategy_problems() {
+  std::vector<Problem> problems;
+  for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
+    for (int64_t c : {1, 3, 8, 17}) {
+      problems.push_back({2, c, 9, 13, 20, 27, false, 0.0, 0.0, layout});    // up ~x2
+      problems.push_back({2, c, 24, 30, 12, 15, false, 0.0, 0.0, layout});   // down /2
+      problems.push_back({1, c, 30, 41, 10, 13, true, 0.0, 0.0, layout});    // down ~/3, align_corners
+      problems.push_back({3, c, 30, 40, 11, 17, false, 0.0, 0.0, layout});   // odd ratios (600x800 -> 224)
+      problems.push_back({2, c, 7, 7, 14, 14, false, 0.0, 0.0, layout});     // FPN-like tiny planes
+      problems.push_back({1, c, 5, 9, 12, 9, false, 0.6, 0.0, layout});      // W copied, scale given
+    }
+    problems.push_back({1, 1, 6, 3000, 4, 1900, false, 0.0, 0.0, layout});   // wide rows: several chunks
+    problems.push_back({1, 1, 3, 900, 5, 2500, true, 0.0, 0.0, layout});
+    problems.push_back({1, 2, 1, 1, 3, 4, false, 0.0, 0.0, layout});        // 1x1 input
+  }
+  return problems;
+}
+
+TEST(UpsampleStrategies, EveryPathGivesTheBitsOfTheOrderedLoops) {
+  for (const Problem& p : strategy_problems()) {
+    const OrderedLoops loops(p);
+    auto x = random_tensor<float>(p.shape(p.h, p.w), 51);
+    auto g = random_tensor<float>(p.shape(p.oh, p.ow), 52);
+    const std::vector<float> y_ref = loops.forward(x.storage), gi_ref = loops.backward(g.storage);
+    for (UpsamplePath path : {UpsamplePath::kAuto, UpsamplePath::kLanes, UpsamplePath::kDirect, UpsamplePath::kRows}) {
+      SCOPED_TRACE(::testing::Message() << "path " << static_cast<int>(path) << " layout " << static_cast<int>(p.layout)
+                                        << " c=" << p.c << " " << p.h << "x" << p.w << " -> " << p.oh << "x" << p.ow);
+      const ForcedPaths forced(path, path);
+      OwnedTensor<float> y(p.shape(p.oh, p.ow), 7.0f), gi(p.shape(p.h, p.w), 7.0f);
+      upsample_bilinear2d(x.view, {p.oh, p.ow}, p.align_corners, p.scales_h, p.scales_w, p.layout, y.view);
+      upsample_bilinear2d_backward(g.view, {p.oh, p.ow}, p.shape(p.h, p.w), p.align_corners, p.scales_h, p.scales_w,
+                                   p.layout, gi.view);
+      ASSERT_EQ(y.storage, y_ref);
+      ASSERT_EQ(gi.storage, gi_ref);
+    }
+  }
+}
+
+TEST(UpsampleStrategies, EveryPathIsIndependentOfTheThreadCount) {
+  for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
+    for (const auto& [h, w, oh, ow] : std::vector<std::array<int64_t, 4>>{{37, 29, 61, 47}, {60, 80, 22, 23}}) {
+      auto x = random_tensor<float>(layout == Layout::kNCHW ? std::vector<int64_t>{2, 3, h, w}
+                                                             : std::vector<int64_t>{2, h, w, 3}, 61);
+      const std::vector<int64_t> out_shape = upsample_bilinear2d_output_shape(x.view.sizes(), {oh, ow}, layout);
+      auto g = random_tensor<float>(out_shape, 62);
+      for (UpsamplePath path : {UpsamplePath::kLanes, UpsamplePath::kDirect, UpsamplePath::kRows}) {
+        const ForcedPaths forced(path, path);
+        testing::expect_same_bits_for_thread_counts({1, 2, 3}, [&] {
+          OwnedTensor<float> y(out_shape), gi(x.view.sizes());
+          upsample_bilinear2d(x.view, {oh, ow}, false, 0.0, 0.0, layout, y.view);
+          upsample_bilinear2d_backward(g.view, {oh, ow}, x.view.sizes(), false, 0.0, 0.0, layout, gi.view);
+          return testing::concatenated<float>({&y, &gi});
+        });
+      }
+    }
+  }
+}
+
+// Strided and reversed views take the paths' gap-handling branches (NHWC pixels with gaps, NCHW rows of
+// stride 2 that the direct forward leaves to the lanes): the same bits as a contiguous copy.
+TEST(UpsampleStrategies, RowsWithGapsGiveTheBitsOfContiguousRows) {
+  for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
+    for (int64_t c : {2, 9}) {
+      const Problem p{2, c, 20, 18, 9, 31, false, 0.0, 0.0, layout};
+      auto x = random_tensor<float>(p.shape(p.h, p.w), 71);
+      auto g = random_tensor<float>(p.shape(p.oh, p.ow), 72);
+      for (UpsamplePath path : {UpsamplePath::kLanes, UpsamplePath::kDirect, UpsamplePath::kRows}) {
+        const ForcedPaths forced(path, path);
+        OwnedTensor<float> y(p.shape(p.oh, p.ow)), gi(p.shape(p.h, p.w));
+        upsample_bilinear2d(x.view, {p.oh, p.ow}, false, 0.0, 0.0, layout, y.view);
+        upsample_bilinear2d_backward(g.view, {p.oh, p.ow}, p.shape(p.h, p.w), false, 0.0, 0.0, layout, gi.view);
+        for (int dim = 0; dim < 4; ++dim) {
+          SCOPED_TRACE(::testing::Message() << "path " << static_cast<int>(path) << " flipped dim " << dim);
+          auto xf = testing::flipped_copy(x, dim), gf = testing::flipped_copy(g, dim);
+          auto yf = testing::flipped_copy(OwnedTensor<float>(p.shape(p.oh, p.ow), -7.0f), dim);
+          auto gif = testing::flipped_copy(OwnedTensor<float>(p.shape(p.h, p.w), -7.0f), dim);
+          upsample_bilinear2d(xf.view, {p.oh, p.ow}, false, 0.0, 0.0, layout, yf.view);
+          upsample_bilinear2d_backward(gf.view, {p.oh, p.ow}, p.shape(p.h, p.w), false, 0.0, 0.0, layout, gif.view);
+          // Written through the reversed views: the storage of y, reversed along dim.
+          EXPECT_EQ(yf.storage, testing::flipped_copy(y, dim).storage);
+          EXPECT_EQ(gif.storage, testing::flipped_copy(gi, dim).storage);
+        }
+      }
     }
   }
 }

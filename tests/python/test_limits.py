@@ -127,3 +127,35 @@ def test_grid_sample_on_a_20000_square_plane_keeps_scratch_bounded():
     assert out.returncode == 0, out.stderr[-2000:]
     assert "forward True" in out.stdout, out.stdout
     assert "backward 65536 0.0" in out.stdout, out.stdout
+
+
+def test_upsample_runs_on_a_20000_squared_plane_within_the_scratch_bound():
+    # Issue 31: scratch above inputs and outputs <= max(64 MiB, 25% of them) whatever the plane, and a
+    # plane PyTorch can resize we resize. The address space is limited to what the interpreter uses now
+    # plus the arrays plus that bound: a kernel whose scratch grows past it fails with MemoryError.
+    out = run_probe("""
+        import os
+        os.environ["SPATIALGRAD_MEMORY_CACHE_MB"] = "0"  # no blocks kept between the calls
+        import resource, numpy as np, spatialgrad as sg
+
+        def address_space():
+            for line in open("/proc/self/status"):
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+
+        sg.set_num_threads(2)
+        sg.upsample_bilinear2d_backward(sg.upsample_bilinear2d(np.ones((1, 1, 8, 8), np.float32), 4), 4,
+                                        (1, 1, 8, 8))  # the pool's threads exist before the limit
+        big, small = 20000 * 20000 * 4, 10000 * 10000 * 4
+        limit = address_space() + big + small + max(64 << 20, (big + small) // 4)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        x = np.ones((1, 1, 20000, 20000), np.float32)
+        y = sg.upsample_bilinear2d(x, (10000, 10000))
+        print("forward", y.shape, float(y[0, 0, 123, 4567]))
+        del x
+        gi = sg.upsample_bilinear2d_backward(y, (10000, 10000), (1, 1, 20000, 20000))
+        print("backward", gi.shape, float(gi[0, 0, 246, 9134]), float(gi[0, 0, 19999, 19999]))
+    """, timeout=120)
+    assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}"
+    assert "forward (1, 1, 10000, 10000) 1.0" in out.stdout
+    assert "backward (1, 1, 20000, 20000) 0.25 0.25" in out.stdout

@@ -88,6 +88,24 @@ SPATIALGRAD_INLINE void horizontal_sums4(const V& p0, const V& p1, const V& p2, 
 #endif
 }
 
+// evens = (a0, a2, a4, a6, b0, b2, b4, b6) and odds = (a1, a3, ..., b7): the two halves of eight interleaved
+// pairs (the upsample forward's adjacent taps); two-input shuffles in GCC, lane by lane elsewhere.
+SPATIALGRAD_INLINE void deinterleave8(const Vec<float, 32>& a, const Vec<float, 32>& b, Vec<float, 32>& evens,
+                                      Vec<float, 32>& odds) {
+#if defined(__GNUC__) && !defined(__clang__)
+  using M = Vec<int32_t, 32>;
+  evens = __builtin_shuffle(a, b, M{0, 2, 4, 6, 8, 10, 12, 14});
+  odds = __builtin_shuffle(a, b, M{1, 3, 5, 7, 9, 11, 13, 15});
+#else
+  for (int k = 0; k < 4; ++k) {
+    evens[k] = a[2 * k];
+    evens[k + 4] = b[2 * k];
+    odds[k] = a[2 * k + 1];
+    odds[k + 4] = b[2 * k + 1];
+  }
+#endif
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 // One 8x8 float block of transpose(): three rounds of two-input shuffles (unpack, 64-bit pairs,
 // 128-bit halves), which the AVX2 clone compiles to vunpck/vshufps/vperm2f128. transpose_half8 does the

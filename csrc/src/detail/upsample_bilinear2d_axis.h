@@ -94,4 +94,18 @@ LinearAxis<Acc> make_linear_axis(int64_t in, int64_t out, bool align_corners, do
   return axis;
 }
 
+// The number of inputs that some output reads (those with sources in the gather form).
+template <class Acc>
+int64_t read_inputs(const LinearAxis<Acc>& axis) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < axis.in; ++i) count += axis.start[i + 1] > axis.start[i] ? 1 : 0;
+  return count;
+}
+
+// The strategies of upsample_bilinear2d (docs/design.md, "Shape-aware strategies"): kAuto lets the cost
+// model choose; tests force each in turn (process-wide, not for concurrent calls). A forced strategy that
+// cannot take a call (kDirect for float16 or bfloat16, or for NCHW rows with gaps) falls back to the choice.
+enum class UpsamplePath { kAuto, kLanes, kDirect, kRows };
+void force_upsample_path(UpsamplePath forward, UpsamplePath backward);
+
 }  // namespace spatialgrad::detail
