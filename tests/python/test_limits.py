@@ -110,15 +110,27 @@ def test_grid_sample_planes_past_int32_pixels_run_and_rows_past_int32_raise():
 def test_grid_sample_on_a_20000_square_plane_keeps_scratch_bounded():
     # Issue 31: the channel tiles (32 bytes per pixel and thread, twice in the backward) had the OOM
     # killer end this call at 24 GB. The plane strategy's scratch follows the points: inside an address
-    # space of the arrays (1.6 GB input, 1.6 GB input gradient) plus 1 GiB (the interpreter, thread
-    # stacks, and the 64 MiB scratch bound), both directions run, and give what a constant plane must.
+    # space of what the interpreter uses now, plus the arrays (1.6 GB input, 1.6 GB input gradient), plus
+    # the scratch bound (25% of them), both directions run, and give what a constant plane must.
     out = run_probe("""
+        import os
+        os.environ["SPATIALGRAD_MEMORY_CACHE_MB"] = "0"  # no blocks kept between the calls
         import resource, numpy as np, spatialgrad as sg
-        resource.setrlimit(resource.RLIMIT_AS, (int(4.4 * 2**30),) * 2)
+
+        def address_space():
+            for line in open("/proc/self/status"):
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+
         sg.set_num_threads(2)
-        x = np.ones((1, 1, 20000, 20000), np.float32)
         rng = np.random.default_rng(0)
         grid = rng.uniform(-0.99, 0.99, (1, 256, 256, 2)).astype(np.float32)
+        small = np.ones((1, 1, 8, 8), np.float32)
+        sg.grid_sampler_2d_backward(sg.grid_sample(small, grid), small, grid)  # the pool's threads exist
+        arrays = 2 * 20000 * 20000 * 4 + 2 * grid.nbytes + 2 * 256 * 256 * 4
+        limit = address_space() + arrays + max(64 << 20, arrays // 4)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        x = np.ones((1, 1, 20000, 20000), np.float32)
         y = sg.grid_sample(x, grid)
         print("forward", bool(np.allclose(y, 1, rtol=0, atol=1e-6)))
         gi, gg = sg.grid_sampler_2d_backward(np.ones_like(y), x, grid)
