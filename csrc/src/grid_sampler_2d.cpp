@@ -429,7 +429,7 @@ RowBins<AccType<T>> make_bins(const Context<T>& ctx, int64_t n, int32_t rows, bo
   std::vector<int64_t> at(static_cast<size_t>(ctx.blocks * bins.count), 0);  // per (block, bin)
   auto for_point_bins = [&](auto&& fn) {
     parallel_for(0, ctx.blocks, grain_for(kBlock * 20), [&](int64_t lo, int64_t hi) {
-      auto table = std::make_unique<Table>();
+      const std::unique_ptr<Table> table(new Table);  // not zero-filled: build() writes what is read
       AccType<T> gx[kBlock], gy[kBlock];
       for (int64_t b = lo; b < hi; ++b) {
         ctx.grid_block(n, b, gx, gy);
@@ -483,7 +483,7 @@ void forward_planes(const Context<T>& ctx, const View4<T>& out) {
   const int32_t rows = rows_per_bin(ctx, ctx.C * ctx.W * static_cast<int64_t>(sizeof(T)));
   if (rows == 0) {
     parallel_for(0, ctx.N * ctx.blocks, grain_for(work), [&](int64_t lo, int64_t hi) {
-      auto table = std::make_unique<Table>();
+      const std::unique_ptr<Table> table(new Table);  // not zero-filled: build() writes what is read
       for (int64_t task = lo; task < hi; ++task) sweep(*table, task / ctx.blocks, block_group(ctx, task % ctx.blocks));
     });
     return;
@@ -491,7 +491,7 @@ void forward_planes(const Context<T>& ctx, const View4<T>& out) {
   for (int64_t n = 0; n < ctx.N; ++n) {
     const RowBins<AccType<T>> bins = make_bins<T, Table>(ctx, n, rows, true, false);
     parallel_for(0, bins.count, 1, [&](int64_t lo, int64_t hi) {
-      auto table = std::make_unique<Table>();
+      const std::unique_ptr<Table> table(new Table);  // not zero-filled: build() writes what is read
       for (int64_t k = lo; k < hi; ++k) {
         for (int64_t first = 0; first < bins.size(k); first += kBlock) sweep(*table, n, bins.group(k, first));
       }
@@ -520,7 +520,7 @@ struct PlaneBackward {
   // lanes are summed in lane order at the end), so that both strategies give the same bits.
   static constexpr int64_t kLanes = kTileLanes<Acc>;
   struct Scratch {
-    std::unique_ptr<Table> table = std::make_unique<Table>();
+    std::unique_ptr<Table> table{new Table};  // not zero-filled: build() writes what is read
     std::vector<Acc> staged;  // the band's input gradient (kStaged)
     int64_t offsets[kBlock];
     bool owned[kBlock];
@@ -533,6 +533,9 @@ struct PlaneBackward {
 
   int64_t band_count(int64_t threads) const {
     int64_t bands = ctx.N >= 2 * threads ? 1 : (2 * threads + ctx.N - 1) / ctx.N;
+    // Every band builds the batch's tables again: no more bands than the work fills (a 7x7 call had 4).
+    const int64_t work = ctx.points * (ctx.C * Table::kCost + 10) + ctx.C * ctx.H * ctx.W;
+    bands = std::min(bands, std::max<int64_t>(1, work / kMinWorkPerTask));
     if (kStaged && grad_input != nullptr) {
       const int64_t bytes = ctx.C * ctx.H * ctx.W * static_cast<int64_t>(sizeof(Acc));
       bands = std::max(bands, (bytes + kStagedBandBytes - 1) / kStagedBandBytes);

