@@ -437,7 +437,9 @@ TEST(UpsampleStrategies, EveryPathGivesTheBitsOfTheOrderedLoops) {
 
 TEST(UpsampleStrategies, EveryPathIsIndependentOfTheThreadCount) {
   for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
-    for (const auto& [h, w, oh, ow] : std::vector<std::array<int64_t, 4>>{{37, 29, 61, 47}, {60, 80, 22, 23}}) {
+    for (const auto& shape : std::vector<std::array<int64_t, 4>>{{37, 29, 61, 47}, {60, 80, 22, 23}}) {
+      const int64_t h = shape[0], w = shape[1], oh = shape[2], ow = shape[3];  // (clang 14: no lambda captures
+                                                                               // of structured bindings)
       auto x = random_tensor<float>(layout == Layout::kNCHW ? std::vector<int64_t>{2, 3, h, w}
                                                              : std::vector<int64_t>{2, h, w, 3}, 61);
       const std::vector<int64_t> out_shape = upsample_bilinear2d_output_shape(x.view.sizes(), {oh, ow}, layout);
