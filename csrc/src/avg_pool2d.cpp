@@ -464,8 +464,10 @@ struct ChannelBlocks {
 };
 
 // Rows per item of a channels-last call: when the tensor it writes is channels-first, bands of rows whose
-// pixels give each channel a run of at least kBandPixels values (whole cache lines); a row at a time wrote
-// 56-byte pieces of 512 lines for a 14x14 plane of 256 channels, and the transpose took over half the call.
+// pixels give each channel a run of at least kBandPixels values, transposed at once (fewer, longer runs than
+// a row at a time: 1 thread, 1 row vs 64-pixel bands, (16,256,14,14) k3 s1 p1 0.69 vs 0.64 ms forward, 0.74
+// vs 0.69 backward; (32,512,7,7) k7 backward 0.46 vs 0.27; (16,64,28,28) k2 s2 0.24 vs 0.21 forward, 0.32
+// vs 0.34 backward).
 constexpr int64_t kBandPixels = 64;
 
 int64_t band_rows(const TensorView& to) {
@@ -899,22 +901,31 @@ constexpr int64_t kTileBytes = 32 << 10;
 // The most planes per tile: wider tiles gain nothing more (the loops are 8 vectors long).
 constexpr int64_t kTileMaxLanes = 64;
 // Planes up to this width run as tiles: below it the plane kernels' fixed cost per row (a dozen short
-// loops) exceeds the cost of packing the planes into tiles. The forward gains to about 24 columns (k2 s2:
-// 0.39 vs 0.57 ms at 20, 0.49 vs 0.46 at 28), the backward to 16 (k2 s2: 0.54 vs 0.91 ms at 14, 0.64 vs
-// 0.64 at 20, 0.74 vs 0.50 at 28).
+// loops) exceeds the cost of packing the planes into tiles. Planes vs tiles, ms: k2 s2 forward 0.58 vs 0.38
+// at 20 columns, 0.46 vs 0.42 at 24, 0.45 vs 0.49 at 28; backward 0.77 vs 0.52 at 14, 0.61 vs 0.61 at 20,
+// 0.51 vs 0.70 at 24 (k3 s1 p1: 1.66 vs 1.20 at 20, 1.36 vs 1.48 at 24). More in docs/design.md.
 constexpr int64_t kTileMaxWidthForward = 24;
-constexpr int64_t kTileMaxWidthBackward = 16;
-// Channels-last tensors run as channels-last lanes from 8 channels in the forward, 16 in the backward, or
-// on planes of at most kSmallPlaneWidth columns (from 8 channels in the backward); with fewer channels the
-// lane loops are too short and the plane kernels (reading across the channels) win: at 3 channels and
-// 112x112, k3 s1 p1, 1.3 vs 2.8 ms forward and 1.1 vs 3.9 ms backward.
-constexpr int64_t kLaneMinChannelsForward = 8;
-constexpr int64_t kLaneMinChannelsBackward = 16;
+constexpr int64_t kTileMaxWidthBackward = 20;
+// Channels-last tensors run as channels-last lanes from kLaneMinChannels channels, or on planes of at most
+// kSmallPlaneWidth columns; with fewer channels the lane loops are too short and the plane kernels (reading
+// across the channels) win: at 3 channels and 112x112, k3 s1 p1, 1.15 vs 2.75 ms forward, 0.93 vs 4.27
+// backward (planes vs lanes).
+constexpr int64_t kLaneMinChannels = 8;
 constexpr int64_t kSmallPlaneWidth = 16;
-// ...except a backward with disjoint windows on planes of kWidePlaneWidth columns or more, where the planes'
-// contiguous writes of grad_input win (112x112, k2 s2: 0.29 / 0.34 / 0.39 ms vs 0.40 / 0.37 / 0.42 ms for
-// 16 / 32 / 64 channels).
-constexpr int64_t kWidePlaneWidth = 64;
+// The backward writes grad_input, the larger tensor, and the lanes write it through a transpose that is
+// cheap while it stays in the caches: beyond kLaneWriteBytes of grad_input the planes (reading grad_output
+// across the channels, writing grad_input row by row) win, unless one image's grad_output exceeds
+// kPlaneReadBytes, which the planes would read again from L3 for every channel. Below it, windows that overlap
+// (where the planes' rows sum several spread rows) run as lanes from kLaneMinChannelsBackward channels or on
+// planes narrower than kWidePlaneWidth, disjoint windows only with both. Measured (lanes vs planes, ms):
+//   k3 s1 p1, 64 channels, 56x56: 4 images 0.73 vs 1.35, 15 images (12 MB) 7.6 vs 6.3; (1,64,112,112) 0.93
+//   vs 4.2; 8 channels: 28x28 1.18 vs 2.07, 56x56 1.20 vs 1.13;
+//   k2 s2, 16 channels: 28x28 0.47 vs 0.53, 56x56 0.48 vs 0.40, 112x112 0.39 vs 0.29; 8 channels, 28x28
+//   0.64 vs 0.50.
+constexpr int64_t kLaneMinChannelsBackward = 16;
+constexpr int64_t kWidePlaneWidth = 48;
+constexpr int64_t kLaneWriteBytes = 4 << 20;
+constexpr int64_t kPlaneReadBytes = 1 << 20;
 // A channels-last call works on blocks of channels whose row (of column sums) fits this budget, so that
 // the rows a window needs stay in L2; blocks are whole cache lines of channels (64 bytes)...
 constexpr int64_t kChannelRowBytes = 64 << 10;
@@ -953,12 +964,15 @@ int64_t channel_lanes(int64_t channels, int64_t width, int64_t acc_bytes, bool c
 }
 
 // True when a channels-last call (from: the tensor it reads; to: the one it writes) runs faster as lanes.
-bool lanes_pay_off(const TensorView& from, const TensorView& to, const Windows& win, bool forward) {
+bool lanes_pay_off(const TensorView& from, const TensorView& to, const Windows& win, bool forward, int64_t acc_bytes) {
   const int64_t channels = from.size(-3), width = std::max(from.size(-1), to.size(-1));
-  if (forward) return channels >= kLaneMinChannelsForward || width <= kSmallPlaneWidth;
-  if (width <= kSmallPlaneWidth) return channels >= kLaneMinChannelsForward;
-  const bool disjoint = win.h.max_cover <= 1 && win.w.max_cover <= 1;
-  return channels >= kLaneMinChannelsBackward && !(disjoint && width >= kWidePlaneWidth);
+  if (channels < kLaneMinChannels) return width <= kSmallPlaneWidth && forward;
+  if (forward || width <= kSmallPlaneWidth) return true;
+  if (channels * from.size(-2) * from.size(-1) * acc_bytes > kPlaneReadBytes) return true;
+  if (to.numel() * acc_bytes > kLaneWriteBytes) return false;
+  const bool many = channels >= kLaneMinChannelsBackward, narrow = width < kWidePlaneWidth;
+  const bool overlapping = win.h.max_cover > 1 || win.w.max_cover > 1;
+  return overlapping ? many || narrow : many && narrow;
 }
 
 // from: the tensor a call reads (input, grad_output); to: the one it writes. Channels-last tensors (either
@@ -971,7 +985,7 @@ Choice choose_strategy(const TensorView& from, const TensorView& to, const Windo
   if (pinned == PoolStrategy::kPlanes || empty_planes) return {PoolStrategy::kPlanes, 1};
   const bool channels_last = is_channels_last(from) || (!forward && is_channels_last(to));
   const int64_t width = std::max(from.size(-1), to.size(-1));
-  if (pinned == PoolStrategy::kChannelsLast || (channels_last && lanes_pay_off(from, to, win, forward))) {
+  if (pinned == PoolStrategy::kChannelsLast || (channels_last && lanes_pay_off(from, to, win, forward, acc_bytes))) {
     const int64_t lanes = channel_lanes(from.size(-3), width, acc_bytes, to.stride(-3) != 1);
     if (lanes > 0 || pinned == PoolStrategy::kChannelsLast) {
       return {PoolStrategy::kChannelsLast, lanes > 0 ? lanes : std::min<int64_t>(from.size(-3), 16)};

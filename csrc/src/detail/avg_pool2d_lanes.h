@@ -55,7 +55,16 @@ SPATIALGRAD_INLINE void scatter_lanes(const Acc* src, int64_t n, int64_t count, 
     return;
   }
   if constexpr (std::is_same_v<T, Acc>) {
-    if (pixel == 1) return transpose(src, L, n, count, dst, lane);
+    if (pixel == 1) {
+      // Eight lanes at a time over all pixels, so that eight output streams are written front to back: one
+      // transpose of all lanes wrote 32 bytes to each of `count` streams in turn, which took 1.9x as long
+      // for 64 streams into a 12.8 MB tensor of 56x56 planes (2.45 vs 1.28 ms; a memset of the same runs:
+      // 0.66 ms).
+      for (int64_t k = 0; k < count; k += 8) {
+        transpose(src + k, L, n, std::min<int64_t>(8, count - k), dst + k * lane, lane);
+      }
+      return;
+    }
   }
   transpose(src, L, n, count, scratch, n);
   for (int64_t k = 0; k < count; ++k) store_row(scratch + k * n, n, dst + k * lane, pixel);
