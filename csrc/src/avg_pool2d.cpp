@@ -509,7 +509,8 @@ SG_SIMD_CLONES void forward_rows_channels_last(const ChannelsLastPlan<T>& plan, 
     const int64_t c0 = plan.blocks.first(image), L = plan.blocks.count(image);
     scratch.set_lanes(L);
     for (int64_t oh = oh0; oh < oh1; ++oh) {
-      forward_lane_row(win, plan.col_factor.data(), plan.src.lanes(n, c0), L, oh, scratch, rows + (oh - oh0) * out_w * L);
+      forward_lane_row(win, plan.col_factor.data(), plan.src.lanes(n, c0), L, oh, scratch,
+                       rows + (oh - oh0) * out_w * L);
     }
     const LaneImage<T> out = plan.dst.lanes(n, c0);
     detail::scatter_lanes(rows, (oh1 - oh0) * out_w, L, L, out.at(oh0, 0), out.lane, out.pixel, moved);
@@ -635,9 +636,6 @@ SG_SIMD_CLONES void forward_tiles(const TilePlan<T>& plan, LaneForwardScratch<Ac
   }
 }
 
-// One thread's buffers of backward_rows (allocated outside the clone, see ForwardScratch): a ring of
-// spread grad_output rows that holds the rows the current input row needs (a power of two of rows, so
-// that a row's slot is a mask), the width pass, and row scratch.
 // A ring of a power of two of rows (a row's slot is a mask) that holds `cover` rows.
 int64_t ring_rows_for(int64_t cover) {
   int64_t rows = 1;
@@ -645,6 +643,9 @@ int64_t ring_rows_for(int64_t cover) {
   return rows;
 }
 
+// One thread's buffers of backward_rows (allocated outside the clone, see ForwardScratch): a ring of
+// spread grad_output rows that holds the rows the current input row needs (a power of two of rows, so
+// that a row's slot is a mask), the width pass, and row scratch.
 template <class T, class Spread>
 struct BackwardScratch {
   using Acc = AccType<T>;
@@ -850,7 +851,10 @@ SG_SIMD_CLONES void backward_rows_channels_last(const ChannelsLastPlan<T>& plan,
   for (int64_t item = lo; item < hi; ++item) {
     const int64_t image = item / plan.bands, n = image / plan.blocks.blocks;
     const int64_t h0 = item % plan.bands * plan.band, h1 = std::min(win.h.in, h0 + plan.band);
-    if (image != image_now) image_now = image, ring_next = 0;
+    if (image != image_now) {  // a new image: its ring starts empty
+      image_now = image;
+      ring_next = 0;
+    }
     const int64_t c0 = plan.blocks.first(image), L = plan.blocks.count(image);
     const AccType<T>* band = rows;
     for (int64_t h = h0; h < h1; ++h) {
@@ -890,7 +894,7 @@ SG_SIMD_CLONES void backward_tiles(const TilePlan<T>& plan, LaneBackwardScratch<
   }
 }
 
-// ---- the cost model: which family runs a call (docs/design.md, "avg_pool2d: shape-aware strategies") ------
+// ---- the cost model: which family runs a call (docs/design.md, "Shape-aware strategies", avg_pool2d) -------
 //
 // The constants were measured on the 2-core Xeon of docs/design.md, 1 thread, the families timed alternately
 // in one process; the tables are in docs/design.md.
@@ -1013,7 +1017,9 @@ void forward_channels_last(const TensorView& input, const TensorView& output, co
   parallel_chunks(0, images * plan.bands, grain_for(work), 0, [&](ChunkQueue& queue) {
     LaneForwardScratch<Acc> scratch(win, lanes);
     std::vector<Acc> rows(static_cast<size_t>(plan.band * win.w.out * lanes)), moved(rows.size());
-    for (int64_t lo, hi; queue.next(lo, hi);) forward_rows_channels_last(plan, scratch, rows.data(), moved.data(), lo, hi);
+    for (int64_t lo, hi; queue.next(lo, hi);) {
+      forward_rows_channels_last(plan, scratch, rows.data(), moved.data(), lo, hi);
+    }
   });
 }
 

@@ -422,8 +422,8 @@ std::vector<StrategyCase> strategy_cases() {
 template <class T>
 void expect_strategies_give_the_same_bits() {
   for (const StrategyCase& c : strategy_cases()) {
-    const auto reference = pool_with<T>(PoolStrategy::kPlanes, c.sizes, c.params, Layout::kContiguous,
-                                        Layout::kContiguous);
+    const auto reference =
+        pool_with<T>(PoolStrategy::kPlanes, c.sizes, c.params, Layout::kContiguous, Layout::kContiguous);
     for (PoolStrategy strategy :
          {PoolStrategy::kPlanes, PoolStrategy::kPlaneTiles, PoolStrategy::kChannelsLast, PoolStrategy::kAuto}) {
       for (Layout in_layout : kLayouts) {
