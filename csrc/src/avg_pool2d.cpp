@@ -910,6 +910,9 @@ constexpr int64_t kTileMaxLanes = 64;
 // 0.51 vs 0.70 at 24 (k3 s1 p1: 1.66 vs 1.20 at 20, 1.36 vs 1.48 at 24). More in docs/design.md.
 constexpr int64_t kTileMaxWidthForward = 24;
 constexpr int64_t kTileMaxWidthBackward = 20;
+// A tile computes all its lanes: with fewer planes than this the plane kernels win (1 plane of 7x7, k3 s1 p1:
+// 0.9 vs 1.3 us forward; 3 planes 1.2 vs 1.4; 4 planes 1.4 vs 1.3; 8 planes 2.1 vs 1.4).
+constexpr int64_t kTileMinPlanes = 4;
 // Channels-last tensors run as channels-last lanes from kLaneMinChannels channels, or on planes of at most
 // kSmallPlaneWidth columns; with fewer channels the lane loops are too short and the plane kernels (reading
 // across the channels) win: at 3 channels and 112x112, k3 s1 p1, 1.15 vs 2.75 ms forward, 0.93 vs 4.27
@@ -998,7 +1001,8 @@ Choice choose_strategy(const TensorView& from, const TensorView& to, const Windo
   const int64_t lanes = tile_lanes(from, to, acc_bytes);
   if (pinned == PoolStrategy::kPlaneTiles) return {PoolStrategy::kPlaneTiles, std::max<int64_t>(lanes, 8)};
   const int64_t max_width = forward ? kTileMaxWidthForward : kTileMaxWidthBackward;
-  if (!channels_last && lanes > 0 && width <= max_width) return {PoolStrategy::kPlaneTiles, lanes};
+  const bool enough_planes = planes_of(from).count >= kTileMinPlanes;
+  if (!channels_last && lanes > 0 && width <= max_width && enough_planes) return {PoolStrategy::kPlaneTiles, lanes};
   return {PoolStrategy::kPlanes, 1};
 }
 
