@@ -1,10 +1,12 @@
 #include "spatialgrad/avg_pool2d.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <type_traits>
 #include <vector>
 
+#include "detail/avg_pool2d_lanes.h"
 #include "detail/avg_pool2d_windows.h"
 #include "detail/checks.h"
 #include "detail/convert.h"
@@ -14,6 +16,8 @@
 
 namespace spatialgrad {
 namespace {
+
+using detail::LaneImage;
 
 constexpr const char* kForward = "avg_pool2d";
 constexpr const char* kBackward = "avg_pool2d_backward";
@@ -176,31 +180,55 @@ constexpr bool kWidenRows = std::is_same_v<T, Half>;
 template <class T>
 constexpr bool kNarrowRows = detail::kIsHalfType<T>;
 
-// sums[i] = 0 + row(0)[i * stride] + ... + row(count - 1)[i * stride] for i < n, added in that
-// order from +0 as PyTorch's sums are (0 when count is 0); the first two rows in one pass.
-template <class Acc, class RowAt>
+// sums[i] = (sums[i] or, when kFirst, +0) + rows[0][i * stride] + ... + rows[M - 1][i * stride], added in
+// that order, then divided by `divisor` when kDivide: one pass for M rows.
+template <int M, bool kFirst, bool kUnit, bool kDivide, class Acc, class Row>
+SPATIALGRAD_INLINE void add_rows(const Row* const* rows, int64_t n, int64_t stride, Acc divisor, Acc* __restrict sums) {
+  const Row* __restrict r[M];
+  for (int m = 0; m < M; ++m) r[m] = rows[m];
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t at = kUnit ? i : i * stride;
+    Acc sum = (kFirst ? Acc(0) : sums[i]) + load_as<Acc>(r[0][at]);
+    for (int m = 1; m < M; ++m) sum += load_as<Acc>(r[m][at]);
+    sums[i] = kDivide ? sum / divisor : sum;
+  }
+}
+
+// add_rows for m rows, 1 <= m <= kMax <= 4.
+template <int kMax, bool kFirst, bool kUnit, bool kDivide, class Acc, class Row>
+SPATIALGRAD_INLINE void add_rows_of(int m, const Row* const* rows, int64_t n, int64_t stride, Acc divisor, Acc* sums) {
+  if (m == 1) return add_rows<1, kFirst, kUnit, kDivide>(rows, n, stride, divisor, sums);
+  if constexpr (kMax >= 2) {
+    if (m == 2) return add_rows<2, kFirst, kUnit, kDivide>(rows, n, stride, divisor, sums);
+  }
+  if constexpr (kMax >= 3) {
+    if (m == 3) return add_rows<3, kFirst, kUnit, kDivide>(rows, n, stride, divisor, sums);
+  }
+  if constexpr (kMax >= 4) return add_rows<4, kFirst, kUnit, kDivide>(rows, n, stride, divisor, sums);
+}
+
+// sums[i] = 0 + row(0)[i * stride] + ... + row(count - 1)[i * stride] for i < n, added in that order from
+// +0 as PyTorch's sums are (0 when count is 0); up to kRows rows per pass over sums. Four save passes (a
+// load and a store of the sums each: 2 of the 4 passes of a 3x3 window's lanes); backward_rows takes two, as
+// before: the four-row loops inlined into it made its other loops 18% slower (k7 s7 on 2048^2, 1 thread).
+template <int kRows = 4, class Acc, class RowAt>
 SPATIALGRAD_INLINE void sum_rows(int64_t count, int64_t n, int64_t stride, const RowAt& row, Acc* __restrict sums) {
   if (count == 0) {
     std::fill(sums, sums + n, Acc(0));
     return;
   }
-  const auto* __restrict r0 = row(0);
-  if (count == 1) {
-    for (int64_t i = 0; i < n; ++i) sums[i] = Acc(0) + load_as<Acc>(r0[i * stride]);
-    return;
-  }
-  const auto* __restrict r1 = row(1);
-  if (stride == 1) {
-    for (int64_t i = 0; i < n; ++i) sums[i] = (Acc(0) + load_as<Acc>(r0[i])) + load_as<Acc>(r1[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) sums[i] = (Acc(0) + load_as<Acc>(r0[i * stride])) + load_as<Acc>(r1[i * stride]);
-  }
-  for (int64_t r = 2; r < count; ++r) {
-    const auto* __restrict next = row(r);
-    if (stride == 1) {
-      for (int64_t i = 0; i < n; ++i) sums[i] += load_as<Acc>(next[i]);
+  using Row = std::remove_const_t<std::remove_pointer_t<decltype(row(0))>>;
+  const Acc none = 1;
+  for (int64_t k = 0; k < count; k += kRows) {
+    const int m = static_cast<int>(std::min<int64_t>(kRows, count - k));
+    const Row* rows[kRows];
+    for (int j = 0; j < m; ++j) rows[j] = row(k + j);
+    if (k == 0) {
+      stride == 1 ? add_rows_of<kRows, true, true, false>(m, rows, n, stride, none, sums)
+                  : add_rows_of<kRows, true, false, false>(m, rows, n, stride, none, sums);
     } else {
-      for (int64_t i = 0; i < n; ++i) sums[i] += load_as<Acc>(next[i * stride]);
+      stride == 1 ? add_rows_of<kRows, false, true, false>(m, rows, n, stride, none, sums)
+                  : add_rows_of<kRows, false, false, false>(m, rows, n, stride, none, sums);
     }
   }
 }
@@ -325,120 +353,294 @@ SG_SIMD_CLONES void forward_rows(const PlanePlan<T>& plan, ForwardScratch<T, Wid
   }
 }
 
-// Channels-last input (channel stride 1, width stride not): the plane walk above would read each
-// cache line once per channel in it, so rows are computed for all channels at once instead, every
-// loop running over the C contiguous channels (or a whole row of W*C values). Item = n * out_h + oh.
-// The same sums in the same order as forward_rows, so the same bits.
-template <class T>
-struct ChannelsLastPlan {
-  const Windows* win;
-  int64_t channels;
-  const T* in;
-  T* out;
-  int64_t in_n, in_h, in_w, out_n, out_h, out_w, out_c;  // strides (batch 0 for a 3-D tensor)
-  std::vector<AccType<T>> col_factor;
-};
+// ---- lanes: many values per pixel in one vector pass (detail/avg_pool2d_lanes.h) ----------------------------
+//
+// The plane kernels above pay a fixed cost per row of a plane (a dozen short loops); on small planes
+// (a 7x7 ResNet head) that cost is most of the call. The lane kernels below run every loop over the L lanes
+// of a pixel instead: the channels of a channels-last tensor, or L planes packed side by side into a tile.
+// Each lane gets the sums of the plane kernels in the same order, so every family gives the same bits.
 
-// One thread's buffers of forward_rows_channels_last (allocated outside the clone, see ForwardScratch):
-// the column sums of pixel j at columns[(j + lead) * C ..], behind `lead` = pw pixels of zeros and with
-// zeros after the row, up to the last window's end; for a direct width (huge windows) only the row.
-template <class T>
-struct ChannelsLastScratch {
-  using Acc = AccType<T>;
-  ChannelsLastScratch(const Windows& win, int64_t C)
+std::atomic<detail::PoolStrategy> pinned_strategy{detail::PoolStrategy::kAuto};
+
+// One thread's buffers of forward_lane_row (allocated outside the clones, see ForwardScratch): the column
+// sums of pixel j at columns[(j + lead) * L ..], behind `lead` = pw pixels of zeros and with zeros after
+// the row up to the last window's end; for a direct width (huge windows) only the row. Its lane count is
+// fixed by set_lanes (the zeros are where the count puts them).
+template <class Acc>
+struct LaneForwardScratch {
+  LaneForwardScratch(const Windows& win, int64_t lanes)
       : lead(win.direct_width ? 0 : win.pw),
-        columns(static_cast<size_t>(
-                    (win.direct_width ? win.w.in : std::max((win.w.out - 1) * win.sw + win.kw, win.pw + win.w.in)) * C),
-                Acc(0)),
-        sums(static_cast<size_t>(win.w.out * C)),
-        divisors(static_cast<size_t>(win.w.out)) {}
-  int64_t lead;
-  std::vector<Acc> columns, sums, divisors;
+        pixels(win.direct_width ? win.w.in : std::max((win.w.out - 1) * win.sw + win.kw, win.pw + win.w.in)),
+        columns(static_cast<size_t>(pixels * lanes), Acc(0)),
+        divisors(static_cast<size_t>(win.w.out)),
+        lanes_now(lanes) {}
+  void set_lanes(int64_t lanes) {
+    if (lanes != lanes_now) std::fill(columns.begin(), columns.end(), Acc(0));
+    lanes_now = lanes;
+  }
+  int64_t lead, pixels;
+  std::vector<Acc> columns, divisors;
+  int64_t lanes_now;
 };
 
-template <class T>
-SG_SIMD_CLONES void forward_rows_channels_last(const ChannelsLastPlan<T>& plan, ChannelsLastScratch<T>& scratch,
-                                               int64_t lo, int64_t hi) noexcept {
-  using Acc = AccType<T>;
-  const Windows& win = *plan.win;
-  const int64_t C = plan.channels, in_w = win.w.in, out_h = win.h.out, out_w = win.w.out;
-  Acc* column_sums = scratch.columns.data() + scratch.lead * C;
-  const Acc* col_factor = plan.col_factor.data();
-  const bool dense_rows = plan.in_w == C;  // a row's pixels are back to back
-  for (int64_t item = lo; item < hi; ++item) {
-    const int64_t n = item / out_h, oh = item % out_h;
-    const int64_t first = win.h.start[oh], count = win.h.end[oh] - first;
-    const T* src = plan.in + n * plan.in_n + first * plan.in_h;
-    if (dense_rows) {
-      sum_rows(
-          count, in_w * C, 1, [&](int64_t r) { return src + r * plan.in_h; }, column_sums);
+// sum[k] = (window[k] + window[L + k] + ... + window[(taps - 1) * L + k]) / divisor, added in that order from
+// +0 (which changes no sum: no tap is -0), for k < L: up to four taps per pass, the division in the last.
+template <class Acc>
+SPATIALGRAD_INLINE void divide_tap_sums(const Acc* window, int64_t taps, int64_t L, Acc divisor, Acc* __restrict sum) {
+  if (taps == 0) {
+    for (int64_t k = 0; k < L; ++k) sum[k] = Acc(0) / divisor;
+    return;
+  }
+  for (int64_t t = 0; t < taps; t += 4) {
+    const int m = static_cast<int>(std::min<int64_t>(4, taps - t));
+    const Acc* rows[4];
+    for (int j = 0; j < m; ++j) rows[j] = window + (t + j) * L;
+    const bool last = t + m == taps;
+    if (t == 0) {
+      last ? add_rows_of<4, true, true, true>(m, rows, L, 1, divisor, sum)
+           : add_rows_of<4, true, true, false>(m, rows, L, 1, divisor, sum);
     } else {
-      for (int64_t w = 0; w < in_w; ++w) {
-        sum_rows(
-            count, C, 1, [&](int64_t r) { return src + r * plan.in_h + w * plan.in_w; }, column_sums + w * C);
-      }
-    }
-    const Acc* divisors = win.divisor_row(oh, scratch.divisors.data());
-    const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
-    for (int64_t ow = 0; ow < out_w; ++ow) {
-      Acc* __restrict sum = scratch.sums.data() + ow * C;
-      // The window's taps: every padded column of it, or (direct) its clipped input columns from +0;
-      // the padding's zeros change no sum, so both give the same bits.
-      const Acc* window =
-          win.direct_width ? column_sums + win.w.start[ow] * C : scratch.columns.data() + ow * win.sw * C;
-      const int64_t taps = win.direct_width ? win.w.end[ow] - win.w.start[ow] : win.kw;
-      if (win.direct_width) {
-        std::fill(sum, sum + C, Acc(0));
-      } else {
-        for (int64_t c = 0; c < C; ++c) sum[c] = window[c];
-      }
-      for (int64_t t = win.direct_width ? 0 : 1; t < taps; ++t) {
-        const Acc* __restrict next = window + t * C;
-        for (int64_t c = 0; c < C; ++c) sum[c] += next[c];
-      }
-      const Acc divisor = divisors ? divisors[ow] : row_factor * col_factor[ow];
-      for (int64_t c = 0; c < C; ++c) sum[c] /= divisor;
-      detail::store_row(sum, C, plan.out + n * plan.out_n + oh * plan.out_h + ow * plan.out_w, plan.out_c);
+      last ? add_rows_of<4, false, true, true>(m, rows, L, 1, divisor, sum)
+           : add_rows_of<4, false, true, false>(m, rows, L, 1, divisor, sum);
     }
   }
 }
 
-template <class T>
-void forward_kernel(const TensorView& input, const TensorView& output, const Windows& win) {
-  using Acc = AccType<T>;
-  const int64_t channels = input.size(-3);
-  // Work per output row: the window's input rows, and the width pass (taps per output).
-  const int64_t width_work = win.direct_width ? win.w.in * (win.w.max_cover + 1) : win.w.out * win.kw;
-  const int64_t work_per_row = std::max<int64_t>(1, win.w.in * (win.h.max_window + 1) + width_work);
-  if (input.stride(-3) == 1 && input.stride(-1) != 1 && channels > 1) {
-    const bool batched = input.dim() == 4;
-    const ChannelsLastPlan<T> plan{&win,
-                                   channels,
-                                   input.data<T>(),
-                                   output.data<T>(),
-                                   batched ? input.stride(0) : 0,
-                                   input.stride(-2),
-                                   input.stride(-1),
-                                   batched ? output.stride(0) : 0,
-                                   output.stride(-2),
-                                   output.stride(-1),
-                                   output.stride(-3),
-                                   cast_all<Acc>(win.col_factor)};
-    parallel_chunks(0, (batched ? input.size(0) : 1) * win.h.out, grain_for(channels * work_per_row), 0,
-                    [&](ChunkQueue& queue) {
-                      ChannelsLastScratch<T> scratch(win, channels);
-                      for (int64_t lo, hi; queue.next(lo, hi);) forward_rows_channels_last(plan, scratch, lo, hi);
-                    });
-    return;
+// sums[ow * L + k] = the mean of window (oh, ow) of lane k of `src`, for ow < out_w and k < L: the column sums
+// of forward_rows, then the width taps, then the division, lane by lane.
+template <class In, class Acc>
+SPATIALGRAD_INLINE void forward_lane_row(const Windows& win, const Acc* col_factor, const LaneImage<const In>& src,
+                                         int64_t L, int64_t oh, LaneForwardScratch<Acc>& scratch,
+                                         Acc* __restrict sums) {
+  const int64_t in_w = win.w.in;
+  Acc* column_sums = scratch.columns.data() + scratch.lead * L;
+  const int64_t first = win.h.start[oh], count = win.h.end[oh] - first;
+  if (src.lane == 1 && src.pixel == L) {  // a row's pixels are back to back
+    sum_rows(
+        count, in_w * L, 1, [&](int64_t r) { return src.at(first + r, 0); }, column_sums);
+  } else {
+    for (int64_t w = 0; w < in_w; ++w) {
+      sum_rows(
+          count, L, src.lane, [&](int64_t r) { return src.at(first + r, w); }, column_sums + w * L);
+    }
   }
-  const PlanePlan<T> plan(win, input, output);
-  dispatch_width_pass<detail::StridedBoxSum<Acc>, detail::DirectBoxSum<Acc>>(win, [&](auto* tag) {
-    using WidthSum = std::remove_pointer_t<decltype(tag)>;
-    parallel_chunks(0, plan.src_planes.count * win.h.out, grain_for(work_per_row), 0, [&](ChunkQueue& queue) {
-      ForwardScratch<T, WidthSum> scratch(win);
-      for (int64_t lo, hi; queue.next(lo, hi);) forward_rows(plan, scratch, lo, hi);
-    });
-  });
+  const Acc* divisors = win.divisor_row(oh, scratch.divisors.data());
+  const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
+  for (int64_t ow = 0; ow < win.w.out; ++ow) {
+    // The window's taps: every padded column of it, or (direct) its clipped input columns, whose sum from +0
+    // is the same (no column sum is -0); the padding's zeros change no sum either. So the bits are those of
+    // the plane kernels' width passes.
+    const Acc* window = win.direct_width ? column_sums + win.w.start[ow] * L : scratch.columns.data() + ow * win.sw * L;
+    const int64_t taps = win.direct_width ? win.w.end[ow] - win.w.start[ow] : win.kw;
+    const Acc divisor = divisors ? divisors[ow] : row_factor * col_factor[ow];
+    divide_tap_sums(window, taps, L, divisor, sums + ow * L);
+  }
+}
+
+// A 3-D or 4-D tensor's element (n, c, h, w) at data[n * batch + c * channel + h * row + w * col] (batch 0
+// for 3-D), and its channels [c0, ..) of batch item n as lanes.
+template <class U>
+struct TensorLanes {
+  explicit TensorLanes(const TensorView& t)
+      : data(t.data<std::remove_const_t<U>>()),
+        batch(t.dim() == 4 ? t.stride(0) : 0),
+        channel(t.stride(-3)),
+        row(t.stride(-2)),
+        col(t.stride(-1)) {}
+  LaneImage<U> lanes(int64_t n, int64_t c0) const { return {data + n * batch + c0 * channel, row, col, channel}; }
+  U* data;
+  int64_t batch, channel, row, col;
+};
+
+bool is_channels_last(const TensorView& t) { return t.stride(-3) == 1 && t.stride(-1) != 1 && t.size(-3) > 1; }
+
+// The channel blocks of a channels-last call: block b of batch item n is channels [b * lanes, ..) (the last
+// block may be shorter), and a task's items are ((n * blocks + b) * rows + row).
+struct ChannelBlocks {
+  int64_t channels, lanes, blocks;
+  ChannelBlocks(int64_t c, int64_t l) : channels(c), lanes(l), blocks((c + l - 1) / l) {}
+  int64_t first(int64_t image) const { return image % blocks * lanes; }
+  int64_t count(int64_t image) const { return std::min(lanes, channels - first(image)); }
+};
+
+// Rows per item of a channels-last call: when the tensor it writes is channels-first, bands of rows whose
+// pixels give each channel a run of at least kBandPixels values, transposed at once (fewer, longer runs than
+// a row at a time: 1 thread, 1 row vs 64-pixel bands, (16,256,14,14) k3 s1 p1 0.69 vs 0.64 ms forward, 0.74
+// vs 0.69 backward; (32,512,7,7) k7 backward 0.46 vs 0.27; (16,64,28,28) k2 s2 0.24 vs 0.21 forward, 0.32
+// vs 0.34 backward).
+constexpr int64_t kBandPixels = 64;
+
+int64_t band_rows(const TensorView& to) {
+  const int64_t rows = to.size(-2), width = std::max<int64_t>(1, to.size(-1));
+  const bool runs = to.stride(-3) != 1 && to.stride(-1) == 1 && to.stride(-2) == to.size(-1);
+  return runs ? std::clamp<int64_t>((kBandPixels + width - 1) / width, 1, std::max<int64_t>(rows, 1)) : 1;
+}
+
+// What a channels-last task reads (src) and writes (dst); its items are ((n * blocks + b) * bands + band),
+// a band being `band` rows of the written tensor.
+template <class T>
+struct ChannelsLastPlan {
+  ChannelsLastPlan(const Windows& windows, const TensorView& from, const TensorView& to, int64_t lanes)
+      : win(&windows),
+        blocks(from.size(-3), lanes),
+        band(band_rows(to)),
+        bands((to.size(-2) + band - 1) / band),
+        src(from),
+        dst(to),
+        col_factor(cast_all<AccType<T>>(windows.col_factor)) {}
+  const Windows* win;
+  ChannelBlocks blocks;
+  int64_t band, bands;
+  TensorLanes<const T> src;
+  TensorLanes<T> dst;
+  std::vector<AccType<T>> col_factor;
+};
+
+// Output rows of a channels-last call, a band per item; each band is stored through scatter_lanes (a
+// transpose when the output is channels-first). `rows` holds a band.
+template <class T>
+SG_SIMD_CLONES void forward_rows_channels_last(const ChannelsLastPlan<T>& plan, LaneForwardScratch<AccType<T>>& scratch,
+                                               AccType<T>* rows, AccType<T>* moved, int64_t lo, int64_t hi) noexcept {
+  const Windows& win = *plan.win;
+  const int64_t out_w = win.w.out;
+  for (int64_t item = lo; item < hi; ++item) {
+    const int64_t image = item / plan.bands, n = image / plan.blocks.blocks;
+    const int64_t oh0 = item % plan.bands * plan.band, oh1 = std::min(win.h.out, oh0 + plan.band);
+    const int64_t c0 = plan.blocks.first(image), L = plan.blocks.count(image);
+    scratch.set_lanes(L);
+    for (int64_t oh = oh0; oh < oh1; ++oh) {
+      forward_lane_row(win, plan.col_factor.data(), plan.src.lanes(n, c0), L, oh, scratch,
+                       rows + (oh - oh0) * out_w * L);
+    }
+    const LaneImage<T> out = plan.dst.lanes(n, c0);
+    detail::scatter_lanes(rows, (oh1 - oh0) * out_w, L, L, out.at(oh0, 0), out.lane, out.pixel, moved);
+  }
+}
+
+// Blocks of `lanes` planes packed into tiles: all planes of the tensor when its batch and channel strides
+// line up (one plane stride: contiguous NCHW, 3-D), else the planes of one batch item per block group.
+struct PlaneBlocks {
+  int64_t lanes, groups, group_planes, per_group;
+  int64_t count() const { return groups * per_group; }
+  int64_t group(int64_t b) const { return b / per_group; }
+  int64_t first(int64_t b) const { return b % per_group * lanes; }
+  int64_t planes_in(int64_t b) const { return std::min(lanes, group_planes - first(b)); }
+};
+
+bool planes_evenly_strided(const TensorView& t) {
+  return t.dim() == 3 || t.size(0) == 1 || t.size(1) == 1 || t.stride(0) == t.size(1) * t.stride(1);
+}
+
+// One tensor's planes as blocks of lanes: block b's plane k at data + group * group_stride + (first + k) *
+// plane, element (h, w) of a plane at h * row + w * col.
+template <class U>
+struct PlaneLanes {
+  PlaneLanes(const TensorView& t, bool one_group)
+      : data(t.data<std::remove_const_t<U>>()),
+        group_stride(t.dim() == 4 ? t.stride(0) : 0),
+        plane(one_group && t.dim() == 4 && t.size(1) == 1 ? t.stride(0) : t.stride(-3)),
+        row(t.stride(-2)),
+        col(t.stride(-1)),
+        height(t.size(-2)),
+        width(t.size(-1)) {}
+  U* block(const PlaneBlocks& blocks, int64_t b) const {
+    return data + blocks.group(b) * group_stride + blocks.first(b) * plane;
+  }
+  U* data;
+  int64_t group_stride, plane, row, col, height, width;
+};
+
+// tile[(h * W + w) * L + k] = plane k's element (h, w), for the `count` planes of a block (whole planes at
+// once when their rows are back to back).
+template <class T, class Acc>
+SPATIALGRAD_INLINE void pack_planes(const PlaneLanes<const T>& from, const T* planes, int64_t count, int64_t L,
+                                    Acc* scratch, Acc* tile) {
+  const int64_t W = from.width;
+  if (from.row == W * from.col) {
+    return detail::gather_lanes(planes, from.plane, from.col, from.height * W, count, L, scratch, tile);
+  }
+  for (int64_t h = 0; h < from.height; ++h) {
+    detail::gather_lanes(planes + h * from.row, from.plane, from.col, W, count, L, scratch, tile + h * W * L);
+  }
+}
+
+// The inverse of pack_planes for the `count` planes of a block.
+template <class T, class Acc>
+SPATIALGRAD_INLINE void unpack_planes(const Acc* tile, int64_t count, int64_t L, const PlaneLanes<T>& to, T* planes,
+                                      Acc* scratch) {
+  const int64_t W = to.width;
+  if (to.row == W * to.col) {
+    return detail::scatter_lanes(tile, to.height * W, count, L, planes, to.plane, to.col, scratch);
+  }
+  for (int64_t h = 0; h < to.height; ++h) {
+    detail::scatter_lanes(tile + h * W * L, W, count, L, planes + h * to.row, to.plane, to.col, scratch);
+  }
+}
+
+// What a plane-tile task reads (src) and writes (dst): blocks of planes, each packed into a tile of
+// src's planes, computed as lanes, and unpacked into dst's planes.
+template <class T>
+struct TilePlan {
+  TilePlan(const Windows& windows, const TensorView& from, const TensorView& to, int64_t lanes)
+      : win(&windows),
+        blocks(plane_blocks(from, to, lanes)),
+        src(from, blocks.groups == 1),
+        dst(to, blocks.groups == 1),
+        col_factor(cast_all<AccType<T>>(windows.col_factor)) {}
+  static PlaneBlocks plane_blocks(const TensorView& from, const TensorView& to, int64_t lanes) {
+    const Planes planes = planes_of(from);
+    const bool one_group = planes_evenly_strided(from) && planes_evenly_strided(to);
+    const int64_t group_planes = one_group ? planes.count : planes.channels;
+    return PlaneBlocks{lanes, planes.count / group_planes, group_planes, (group_planes + lanes - 1) / lanes};
+  }
+  const Windows* win;
+  PlaneBlocks blocks;
+  PlaneLanes<const T> src;
+  PlaneLanes<T> dst;
+  std::vector<AccType<T>> col_factor;
+};
+
+// One thread's tiles of a plane-tile task: the packed source planes, the packed results, and the moves'
+// scratch (allocated outside the clones, see ForwardScratch).
+template <class Acc>
+struct TileScratch {
+  TileScratch(const TensorView& from, const TensorView& to, int64_t lanes)
+      : source(static_cast<size_t>(from.size(-2) * from.size(-1) * lanes)),
+        result(static_cast<size_t>(to.size(-2) * to.size(-1) * lanes)),
+        moved(std::max(source.size(), result.size())) {}
+  std::vector<Acc> source, result, moved;
+};
+
+// Zeroes the lanes a block does not fill (the last block of a group), so that they compute zeros.
+template <class Acc>
+void clear_unused_lanes(const PlaneBlocks& blocks, int64_t b, std::vector<Acc>& tile) {
+  if (blocks.planes_in(b) < blocks.lanes) std::fill(tile.begin(), tile.end(), Acc(0));
+}
+
+// Blocks [lo, hi) of planes: each packed, every output row computed as lanes, then unpacked.
+template <class T>
+SG_SIMD_CLONES void forward_tiles(const TilePlan<T>& plan, LaneForwardScratch<AccType<T>>& scratch,
+                                  TileScratch<AccType<T>>& tiles, int64_t lo, int64_t hi) noexcept {
+  using Acc = AccType<T>;
+  const Windows& win = *plan.win;
+  const int64_t L = plan.blocks.lanes, in_w = win.w.in, out_w = win.w.out;
+  const LaneImage<const Acc> tile{tiles.source.data(), in_w * L, L, 1};
+  for (int64_t b = lo; b < hi; ++b) {
+    const int64_t count = plan.blocks.planes_in(b);
+    clear_unused_lanes(plan.blocks, b, tiles.source);
+    pack_planes(plan.src, plan.src.block(plan.blocks, b), count, L, tiles.moved.data(), tiles.source.data());
+    for (int64_t oh = 0; oh < win.h.out; ++oh) {
+      forward_lane_row(win, plan.col_factor.data(), tile, L, oh, scratch, tiles.result.data() + oh * out_w * L);
+    }
+    unpack_planes(tiles.result.data(), count, L, plan.dst, plan.dst.block(plan.blocks, b), tiles.moved.data());
+  }
+}
+
+// A ring of a power of two of rows (a row's slot is a mask) that holds `cover` rows.
+int64_t ring_rows_for(int64_t cover) {
+  int64_t rows = 1;
+  while (rows < cover) rows *= 2;
+  return rows;
 }
 
 // One thread's buffers of backward_rows (allocated outside the clone, see ForwardScratch): a ring of
@@ -454,11 +656,6 @@ struct BackwardScratch {
         spread(make_width_pass<Spread, Acc>(win)),
         row_out(static_cast<size_t>(win.w.in)),
         divisors(static_cast<size_t>(win.w.out)) {}
-  static int64_t ring_rows_for(int64_t cover) {
-    int64_t rows = 1;
-    while (rows < cover) rows *= 2;
-    return rows;
-  }
   int64_t ring_rows;
   std::vector<Acc> ring;
   std::vector<const Acc*> covering;
@@ -548,29 +745,391 @@ SG_SIMD_CLONES void backward_rows(const PlanePlan<T>& plan, BackwardScratch<T, S
       for (int64_t w = 0; w < in_w; ++w) dst[w] = store_as<T>(r0[w] + r1[w]);
     } else {
       // sum_rows starts from +0, which changes no spread value (none is -0).
-      sum_rows(
+      sum_rows<2>(
           count, in_w, 1, [&](int64_t k) { return covering[k]; }, scratch.row_out.data());
       detail::store_row(scratch.row_out.data(), in_w, dst, plan.dst_w);
     }
   }
 }
 
+// One thread's buffers of backward_lane_row (allocated outside the clones, see ForwardScratch): a ring of
+// spread grad_output rows as in BackwardScratch, with L lanes per pixel.
+template <class Acc>
+struct LaneBackwardScratch {
+  LaneBackwardScratch(const Windows& win, int64_t lanes)
+      : ring_rows(ring_rows_for(win.h.max_cover)),
+        ring(static_cast<size_t>(ring_rows * win.w.in * lanes)),
+        covering(static_cast<size_t>(ring_rows)),
+        scaled(static_cast<size_t>(win.w.out * lanes)),
+        divisors(static_cast<size_t>(win.w.out)) {}
+  int64_t ring_rows;
+  std::vector<Acc> ring;
+  std::vector<const Acc*> covering;
+  std::vector<Acc> scaled, divisors;
+};
+
+// scaled[ow * L + k] = 0 + g(oh, ow, lane k) / divisor of window (oh, ow): scale_grad_row lane by lane.
+template <class G, class Acc>
+SPATIALGRAD_INLINE void scale_lane_row(const Windows& win, const Acc* col_factor, const LaneImage<const G>& g,
+                                       int64_t L, int64_t oh, LaneBackwardScratch<Acc>& scratch) {
+  const Acc* divisors = win.divisor_row(oh, scratch.divisors.data());
+  const Acc row_factor = static_cast<Acc>(win.row_factor[oh]);
+  for (int64_t ow = 0; ow < win.w.out; ++ow) {
+    Acc* __restrict scaled = scratch.scaled.data() + ow * L;
+    const Acc divisor = divisors ? divisors[ow] : row_factor * col_factor[ow];
+    if constexpr (std::is_same_v<G, Acc>) {
+      if (g.lane == 1) {
+        const Acc* __restrict from = g.at(oh, ow);
+        for (int64_t k = 0; k < L; ++k) scaled[k] = Acc(0) + from[k] / divisor;
+        continue;
+      }
+    }
+    detail::load_row(g.at(oh, ow), g.lane, L, scaled);
+    for (int64_t k = 0; k < L; ++k) scaled[k] = Acc(0) + scaled[k] / divisor;
+  }
+}
+
+// dst[w * L + k] = the sum of scaled[ow * L + k] over the windows ow that cover column w, in increasing ow
+// (0 where none does): the width spread of backward_rows (BoxSpread, DirectSpread) lane by lane.
+template <class Acc>
+SPATIALGRAD_INLINE void spread_lane_row(const detail::PoolAxis& axis, const Acc* scaled, int64_t L,
+                                        Acc* __restrict dst) {
+  for (int64_t w = 0; w < axis.in; ++w) {
+    Acc* __restrict sum = dst + w * L;
+    const int64_t first = axis.first[w], last = axis.last[w];
+    if (first == last) {
+      std::fill(sum, sum + L, Acc(0));
+      continue;
+    }
+    const Acc* __restrict window = scaled + first * L;
+    if (last - first == 1) {
+      for (int64_t k = 0; k < L; ++k) sum[k] = window[k];
+      continue;
+    }
+    const Acc* __restrict second = window + L;
+    for (int64_t k = 0; k < L; ++k) sum[k] = window[k] + second[k];
+    for (int64_t o = first + 2; o < last; ++o) {
+      const Acc* __restrict next = scaled + o * L;
+      for (int64_t k = 0; k < L; ++k) sum[k] += next[k];
+    }
+  }
+}
+
+// The gradient of input row h of one image of lanes (row[w * L + k]): the covering grad_output rows, scaled
+// and spread over the width into the ring, summed in increasing oh, as backward_rows sums them. Returns
+// `row`, or the ring row itself when one row covers h. `ring_next` carries the ring between the rows of one
+// image: grad_output rows [.., ring_next) are in it (0 when the image starts).
+template <class G, class Acc>
+SPATIALGRAD_INLINE const Acc* backward_lane_row(const Windows& win, const Acc* col_factor, const LaneImage<const G>& g,
+                                                int64_t L, int64_t h, int64_t& ring_next,
+                                                LaneBackwardScratch<Acc>& scratch, Acc* row) {
+  const int64_t in_w = win.w.in, ring_mask = scratch.ring_rows - 1;
+  auto ring_row = [&](int64_t oh) { return scratch.ring.data() + (oh & ring_mask) * in_w * L; };
+  const int64_t oh_first = win.h.first[h], oh_last = win.h.last[h];
+  for (int64_t oh = std::max(ring_next, oh_first); oh < oh_last; ++oh) {
+    scale_lane_row(win, col_factor, g, L, oh, scratch);
+    spread_lane_row(win.w, scratch.scaled.data(), L, ring_row(oh));
+  }
+  ring_next = std::max(ring_next, oh_last);
+  const int64_t count = oh_last - oh_first;
+  if (count == 1) return ring_row(oh_first);
+  for (int64_t k = 0; k < count; ++k) scratch.covering[k] = ring_row(oh_first + k);
+  // sum_rows starts from +0, which changes no spread value (none is -0).
+  sum_rows(
+      count, in_w * L, 1, [&](int64_t k) { return scratch.covering[k]; }, row);
+  return row;
+}
+
+// Input rows of a channels-last call, a band per item (as forward_rows_channels_last). `rows` holds a band.
 template <class T>
-void backward_kernel(const TensorView& grad_output, const TensorView& grad_input, const Windows& win) {
+SG_SIMD_CLONES void backward_rows_channels_last(const ChannelsLastPlan<T>& plan,
+                                                LaneBackwardScratch<AccType<T>>& scratch, AccType<T>* rows,
+                                                AccType<T>* moved, int64_t lo, int64_t hi) noexcept {
+  const Windows& win = *plan.win;
+  const int64_t in_w = win.w.in;
+  int64_t image_now = -1, ring_next = 0;
+  for (int64_t item = lo; item < hi; ++item) {
+    const int64_t image = item / plan.bands, n = image / plan.blocks.blocks;
+    const int64_t h0 = item % plan.bands * plan.band, h1 = std::min(win.h.in, h0 + plan.band);
+    if (image != image_now) {  // a new image: its ring starts empty
+      image_now = image;
+      ring_next = 0;
+    }
+    const int64_t c0 = plan.blocks.first(image), L = plan.blocks.count(image);
+    const AccType<T>* band = rows;
+    for (int64_t h = h0; h < h1; ++h) {
+      AccType<T>* row = rows + (h - h0) * in_w * L;
+      const AccType<T>* sums =
+          backward_lane_row(win, plan.col_factor.data(), plan.src.lanes(n, c0), L, h, ring_next, scratch, row);
+      if (h1 - h0 == 1) {
+        band = sums;  // scattered from the ring row itself
+      } else if (sums != row) {
+        std::copy(sums, sums + in_w * L, row);
+      }
+    }
+    const LaneImage<T> out = plan.dst.lanes(n, c0);
+    detail::scatter_lanes(band, (h1 - h0) * in_w, L, L, out.at(h0, 0), out.lane, out.pixel, moved);
+  }
+}
+
+// Blocks [lo, hi) of planes: grad_output packed, every input row computed as lanes, then unpacked.
+template <class T>
+SG_SIMD_CLONES void backward_tiles(const TilePlan<T>& plan, LaneBackwardScratch<AccType<T>>& scratch,
+                                   TileScratch<AccType<T>>& tiles, int64_t lo, int64_t hi) noexcept {
+  using Acc = AccType<T>;
+  const Windows& win = *plan.win;
+  const int64_t L = plan.blocks.lanes, in_w = win.w.in;
+  const LaneImage<const Acc> tile{tiles.source.data(), win.w.out * L, L, 1};
+  for (int64_t b = lo; b < hi; ++b) {
+    const int64_t count = plan.blocks.planes_in(b);
+    clear_unused_lanes(plan.blocks, b, tiles.source);
+    pack_planes(plan.src, plan.src.block(plan.blocks, b), count, L, tiles.moved.data(), tiles.source.data());
+    int64_t ring_next = 0;
+    for (int64_t h = 0; h < win.h.in; ++h) {
+      Acc* row = tiles.result.data() + h * in_w * L;
+      const Acc* sums = backward_lane_row(win, plan.col_factor.data(), tile, L, h, ring_next, scratch, row);
+      if (sums != row) std::copy(sums, sums + in_w * L, row);
+    }
+    unpack_planes(tiles.result.data(), count, L, plan.dst, plan.dst.block(plan.blocks, b), tiles.moved.data());
+  }
+}
+
+// ---- the cost model: which family runs a call (docs/design.md, "Shape-aware strategies", avg_pool2d) -------
+//
+// The constants were measured on the 2-core Xeon of docs/design.md, 1 thread, the families timed alternately
+// in one process; the tables are in docs/design.md.
+
+// A tile of packed planes (its source or its result, whichever is larger) fits this budget (16, 32 and
+// 64 KiB were within 10% of each other for 7x7 to 20x20 planes; 8 KiB left 20x20 planes without tiles).
+constexpr int64_t kTileBytes = 32 << 10;
+// The most planes per tile: wider tiles gain nothing more (the loops are 8 vectors long).
+constexpr int64_t kTileMaxLanes = 64;
+// Planes up to this width run as tiles: below it the plane kernels' fixed cost per row (a dozen short
+// loops) exceeds the cost of packing the planes into tiles. Planes vs tiles, ms: k2 s2 forward 0.58 vs 0.38
+// at 20 columns, 0.46 vs 0.42 at 24, 0.45 vs 0.49 at 28; backward 0.77 vs 0.52 at 14, 0.61 vs 0.61 at 20,
+// 0.51 vs 0.70 at 24 (k3 s1 p1: 1.66 vs 1.20 at 20, 1.36 vs 1.48 at 24). More in docs/design.md.
+constexpr int64_t kTileMaxWidthForward = 24;
+constexpr int64_t kTileMaxWidthBackward = 20;
+// A tile computes all its lanes: with fewer planes than this the plane kernels win (1 plane of 7x7, k3 s1 p1:
+// 0.9 vs 1.3 us forward; 3 planes 1.2 vs 1.4; 4 planes 1.4 vs 1.3; 8 planes 2.1 vs 1.4).
+constexpr int64_t kTileMinPlanes = 4;
+// Channels-last tensors run as channels-last lanes from kLaneMinChannels channels, or on planes of at most
+// kSmallPlaneWidth columns; with fewer channels the lane loops are too short and the plane kernels (reading
+// across the channels) win: at 3 channels and 112x112, k3 s1 p1, 1.15 vs 2.75 ms forward, 0.93 vs 4.27
+// backward (planes vs lanes).
+constexpr int64_t kLaneMinChannels = 8;
+constexpr int64_t kSmallPlaneWidth = 16;
+// The backward writes grad_input, the larger tensor, and the lanes write it through a transpose that is
+// cheap while it stays in the caches: beyond kLaneWriteBytes of grad_input the planes (reading grad_output
+// across the channels, writing grad_input row by row) win, unless one image's grad_output exceeds
+// kPlaneReadBytes, which the planes would read again from L3 for every channel. Below it, windows that overlap
+// (where the planes' rows sum several spread rows) run as lanes from kLaneMinChannelsBackward channels or on
+// planes narrower than kWidePlaneWidth, disjoint windows only with both. Measured (lanes vs planes, ms):
+//   k3 s1 p1, 64 channels, 56x56: 4 images 0.73 vs 1.35, 15 images (12 MB) 7.6 vs 6.3; (1,64,112,112) 0.93
+//   vs 4.2; 8 channels: 28x28 1.18 vs 2.07, 56x56 1.20 vs 1.13;
+//   k2 s2, 16 channels: 28x28 0.47 vs 0.53, 56x56 0.48 vs 0.40, 112x112 0.39 vs 0.29; 8 channels, 28x28
+//   0.64 vs 0.50.
+constexpr int64_t kLaneMinChannelsBackward = 16;
+constexpr int64_t kWidePlaneWidth = 48;
+constexpr int64_t kLaneWriteBytes = 4 << 20;
+constexpr int64_t kPlaneReadBytes = 1 << 20;
+// A channels-last call works on blocks of channels whose row (of column sums) fits this budget, so that
+// the rows a window needs stay in L2; blocks are whole cache lines of channels (64 bytes)...
+constexpr int64_t kChannelRowBytes = 64 << 10;
+// ...and one row of the smallest block (16 channels) may take at most this much (a plane of over 64k
+// columns): wider planes run as planes, whose scratch is one plane row, so that memory stays bounded.
+constexpr int64_t kMaxChannelRowBytes = 4 << 20;
+// Into a channels-first tensor a block writes a stream of values per channel: at most this many (measured
+// on (16,256,14,14) k3 s1 p1: 32 / 64 / 128 / 256 channels per block took 0.69 / 0.68 / 0.68 / 0.71 ms
+// forward and 0.71 / 0.72 / 0.74 / 0.82 ms backward).
+constexpr int64_t kMaxStoreStreams = 64;
+
+struct Choice {
+  detail::PoolStrategy strategy;
+  int64_t lanes;
+};
+
+int64_t round_down(int64_t value, int64_t multiple) { return value / multiple * multiple; }
+
+// The lanes of a tile of planes: as many as the budget allows, at most kTileMaxLanes, and few enough that
+// the planes make 4 blocks or more (both threads get work); 0 when not even 8 fit.
+int64_t tile_lanes(const TensorView& from, const TensorView& to, int64_t acc_bytes) {
+  const int64_t pixels = std::max(from.size(-2) * from.size(-1), to.size(-2) * to.size(-1));
+  const int64_t fit = round_down(kTileBytes / std::max<int64_t>(1, pixels * acc_bytes), 8);
+  const int64_t planes = planes_of(from).count;
+  return fit < 8 ? 0 : std::min({fit, kTileMaxLanes, std::max<int64_t>(8, round_down(planes / 4 + 7, 8))});
+}
+
+// The channels of a channels-last block: all of them when their row fits kChannelRowBytes (and, into a
+// channels-first tensor, kMaxStoreStreams), else the most 16-channel multiples that fit (at least 16); 0
+// when even that exceeds kMaxChannelRowBytes.
+int64_t channel_lanes(int64_t channels, int64_t width, int64_t acc_bytes, bool channels_first_store) {
+  const int64_t pixel_bytes = std::max<int64_t>(1, width) * acc_bytes;
+  if (16 * pixel_bytes > kMaxChannelRowBytes) return 0;
+  const int64_t most = std::max<int64_t>(16, round_down(kChannelRowBytes / pixel_bytes, 16));
+  return std::min({channels, most, channels_first_store ? kMaxStoreStreams : channels});
+}
+
+// True when a channels-last call (from: the tensor it reads; to: the one it writes) runs faster as lanes.
+bool lanes_pay_off(const TensorView& from, const TensorView& to, const Windows& win, bool forward, int64_t acc_bytes) {
+  const int64_t channels = from.size(-3), width = std::max(from.size(-1), to.size(-1));
+  if (channels < kLaneMinChannels) return width <= kSmallPlaneWidth && forward;
+  if (forward || width <= kSmallPlaneWidth) return true;
+  if (channels * from.size(-2) * from.size(-1) * acc_bytes > kPlaneReadBytes) return true;
+  if (to.numel() * acc_bytes > kLaneWriteBytes) return false;
+  const bool many = channels >= kLaneMinChannelsBackward, narrow = width < kWidePlaneWidth;
+  const bool overlapping = win.h.max_cover > 1 || win.w.max_cover > 1;
+  return overlapping ? many || narrow : many && narrow;
+}
+
+// from: the tensor a call reads (input, grad_output); to: the one it writes. Channels-last tensors (either
+// one) run as channels-last lanes where lanes_pay_off, narrow planes as tiles, the others as planes.
+Choice choose_strategy(const TensorView& from, const TensorView& to, const Windows& win, bool forward,
+                       int64_t acc_bytes) {
+  using detail::PoolStrategy;
+  const PoolStrategy pinned = pinned_strategy.load(std::memory_order_relaxed);
+  const bool empty_planes = from.size(-2) * from.size(-1) == 0 || to.size(-2) * to.size(-1) == 0;
+  if (pinned == PoolStrategy::kPlanes || empty_planes) return {PoolStrategy::kPlanes, 1};
+  const bool channels_last = is_channels_last(from) || (!forward && is_channels_last(to));
+  const int64_t width = std::max(from.size(-1), to.size(-1));
+  if (pinned == PoolStrategy::kChannelsLast || (channels_last && lanes_pay_off(from, to, win, forward, acc_bytes))) {
+    const int64_t lanes = channel_lanes(from.size(-3), width, acc_bytes, to.stride(-3) != 1);
+    if (lanes > 0 || pinned == PoolStrategy::kChannelsLast) {
+      return {PoolStrategy::kChannelsLast, lanes > 0 ? lanes : std::min<int64_t>(from.size(-3), 16)};
+    }
+  }
+  const int64_t lanes = tile_lanes(from, to, acc_bytes);
+  if (pinned == PoolStrategy::kPlaneTiles) return {PoolStrategy::kPlaneTiles, std::max<int64_t>(lanes, 8)};
+  const int64_t max_width = forward ? kTileMaxWidthForward : kTileMaxWidthBackward;
+  const bool enough_planes = planes_of(from).count >= kTileMinPlanes;
+  if (!channels_last && lanes > 0 && width <= max_width && enough_planes) return {PoolStrategy::kPlaneTiles, lanes};
+  return {PoolStrategy::kPlanes, 1};
+}
+
+// Work per output row of the forward: the window's input rows, and the width pass (taps per output).
+int64_t forward_work_per_row(const Windows& win) {
+  const int64_t width_work = win.direct_width ? win.w.in * (win.w.max_cover + 1) : win.w.out * win.kw;
+  return std::max<int64_t>(1, win.w.in * (win.h.max_window + 1) + width_work);
+}
+
+template <class T>
+void forward_channels_last(const TensorView& input, const TensorView& output, const Windows& win, int64_t lanes) {
+  using Acc = AccType<T>;
+  const ChannelsLastPlan<T> plan(win, input, output, lanes);
+  const int64_t images = (input.dim() == 4 ? input.size(0) : 1) * plan.blocks.blocks;
+  const int64_t work = lanes * plan.band * forward_work_per_row(win);
+  parallel_chunks(0, images * plan.bands, grain_for(work), 0, [&](ChunkQueue& queue) {
+    LaneForwardScratch<Acc> scratch(win, lanes);
+    std::vector<Acc> rows(static_cast<size_t>(plan.band * win.w.out * lanes)), moved(rows.size());
+    for (int64_t lo, hi; queue.next(lo, hi);) {
+      forward_rows_channels_last(plan, scratch, rows.data(), moved.data(), lo, hi);
+    }
+  });
+}
+
+template <class T>
+void forward_plane_tiles(const TensorView& input, const TensorView& output, const Windows& win, int64_t lanes) {
+  const TilePlan<T> plan(win, input, output, lanes);
+  const int64_t work = lanes * win.h.out * forward_work_per_row(win);
+  parallel_chunks(0, plan.blocks.count(), grain_for(work), 0, [&](ChunkQueue& queue) {
+    LaneForwardScratch<AccType<T>> scratch(win, lanes);
+    TileScratch<AccType<T>> tiles(input, output, lanes);
+    for (int64_t lo, hi; queue.next(lo, hi);) forward_tiles(plan, scratch, tiles, lo, hi);
+  });
+}
+
+template <class T>
+void forward_planes(const TensorView& input, const TensorView& output, const Windows& win) {
+  using Acc = AccType<T>;
+  const PlanePlan<T> plan(win, input, output);
+  dispatch_width_pass<detail::StridedBoxSum<Acc>, detail::DirectBoxSum<Acc>>(win, [&](auto* tag) {
+    using WidthSum = std::remove_pointer_t<decltype(tag)>;
+    const int64_t grain = grain_for(forward_work_per_row(win));
+    parallel_chunks(0, plan.src_planes.count * win.h.out, grain, 0, [&](ChunkQueue& queue) {
+      ForwardScratch<T, WidthSum> scratch(win);
+      for (int64_t lo, hi; queue.next(lo, hi);) forward_rows(plan, scratch, lo, hi);
+    });
+  });
+}
+
+template <class T>
+void forward_kernel(const TensorView& input, const TensorView& output, const Windows& win) {
+  const Choice choice = choose_strategy(input, output, win, true, sizeof(AccType<T>));
+  switch (choice.strategy) {
+    case detail::PoolStrategy::kChannelsLast:
+      return forward_channels_last<T>(input, output, win, choice.lanes);
+    case detail::PoolStrategy::kPlaneTiles:
+      return forward_plane_tiles<T>(input, output, win, choice.lanes);
+    default:
+      return forward_planes<T>(input, output, win);
+  }
+}
+
+int64_t backward_work_per_row(const Windows& win) {
+  const int64_t width_work = win.direct_width ? win.w.in * (win.w.max_cover + 1) : win.w.out + win.w.in;
+  return std::max<int64_t>(1, width_work * (win.h.max_cover + 1));
+}
+
+template <class T>
+void backward_channels_last(const TensorView& grad_output, const TensorView& grad_input, const Windows& win,
+                            int64_t lanes) {
+  using Acc = AccType<T>;
+  const ChannelsLastPlan<T> plan(win, grad_output, grad_input, lanes);
+  const int64_t images = (grad_input.dim() == 4 ? grad_input.size(0) : 1) * plan.blocks.blocks;
+  const int64_t work = lanes * plan.band * backward_work_per_row(win);
+  parallel_chunks(0, images * plan.bands, grain_for(work), 0, [&](ChunkQueue& queue) {
+    LaneBackwardScratch<Acc> scratch(win, lanes);
+    std::vector<Acc> rows(static_cast<size_t>(plan.band * win.w.in * lanes)), moved(rows.size());
+    for (int64_t lo, hi; queue.next(lo, hi);) {
+      backward_rows_channels_last(plan, scratch, rows.data(), moved.data(), lo, hi);
+    }
+  });
+}
+
+template <class T>
+void backward_plane_tiles(const TensorView& grad_output, const TensorView& grad_input, const Windows& win,
+                          int64_t lanes) {
+  const TilePlan<T> plan(win, grad_output, grad_input, lanes);
+  const int64_t work = lanes * win.h.in * backward_work_per_row(win);
+  parallel_chunks(0, plan.blocks.count(), grain_for(work), 0, [&](ChunkQueue& queue) {
+    LaneBackwardScratch<AccType<T>> scratch(win, lanes);
+    TileScratch<AccType<T>> tiles(grad_output, grad_input, lanes);
+    for (int64_t lo, hi; queue.next(lo, hi);) backward_tiles(plan, scratch, tiles, lo, hi);
+  });
+}
+
+template <class T>
+void backward_planes(const TensorView& grad_output, const TensorView& grad_input, const Windows& win) {
   using Acc = AccType<T>;
   const PlanePlan<T> plan(win, grad_output, grad_input);
-  const int64_t width_work = win.direct_width ? win.w.in * (win.w.max_cover + 1) : win.w.out + win.w.in;
-  const int64_t work_per_row = std::max<int64_t>(1, width_work * (win.h.max_cover + 1));
   dispatch_width_pass<detail::BoxSpread<Acc>, detail::DirectSpread<Acc>>(win, [&](auto* tag) {
     using Spread = std::remove_pointer_t<decltype(tag)>;
-    parallel_chunks(0, plan.dst_planes.count * win.h.in, grain_for(work_per_row), 0, [&](ChunkQueue& queue) {
+    const int64_t grain = grain_for(backward_work_per_row(win));
+    parallel_chunks(0, plan.dst_planes.count * win.h.in, grain, 0, [&](ChunkQueue& queue) {
       BackwardScratch<T, Spread> scratch(win);
       for (int64_t lo, hi; queue.next(lo, hi);) backward_rows(plan, scratch, lo, hi);
     });
   });
 }
 
+template <class T>
+void backward_kernel(const TensorView& grad_output, const TensorView& grad_input, const Windows& win) {
+  const Choice choice = choose_strategy(grad_output, grad_input, win, false, sizeof(AccType<T>));
+  switch (choice.strategy) {
+    case detail::PoolStrategy::kChannelsLast:
+      return backward_channels_last<T>(grad_output, grad_input, win, choice.lanes);
+    case detail::PoolStrategy::kPlaneTiles:
+      return backward_plane_tiles<T>(grad_output, grad_input, win, choice.lanes);
+    default:
+      return backward_planes<T>(grad_output, grad_input, win);
+  }
+}
+
 }  // namespace
+
+void detail::pin_pool_strategy(detail::PoolStrategy strategy) {
+  pinned_strategy.store(strategy, std::memory_order_relaxed);
+}
 
 std::vector<int64_t> avg_pool2d_output_shape(const std::vector<int64_t>& input_shape, const AvgPool2dParams& params) {
   return output_shape(kForward, input_shape, params);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "detail/avg_pool2d_lanes.h"
 #include "spatialgrad/avg_pool2d.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"
@@ -299,6 +300,176 @@ TEST(AvgPool2d, ThreadCountDoesNotChangeBits) {
     avg_pool2d_backward(g.view, x.view, gi.view, p);
     return testing::concatenated({&y, &gi});
   });
+}
+
+// ---- issue 31's strategies: planes, plane tiles and channels-last lanes give the same bits ------------------
+
+using detail::PoolStrategy;
+
+// Pins the kernel family of the calls in its scope (the cost model's choice again after it).
+struct PinnedStrategy {
+  explicit PinnedStrategy(PoolStrategy strategy) { detail::pin_pool_strategy(strategy); }
+  ~PinnedStrategy() { detail::pin_pool_strategy(PoolStrategy::kAuto); }
+  PinnedStrategy(const PinnedStrategy&) = delete;
+  PinnedStrategy& operator=(const PinnedStrategy&) = delete;
+};
+
+// Memory layouts of a 3-D or 4-D tensor: NCHW, channels-last, the first C channels of a 2C-channel NCHW
+// tensor (its planes are not evenly strided across the batch), every other column of a wider one.
+enum class Layout { kContiguous, kChannelsLast, kChannelSlice, kEveryOtherColumn };
+constexpr Layout kLayouts[] = {Layout::kContiguous, Layout::kChannelsLast, Layout::kChannelSlice,
+                               Layout::kEveryOtherColumn};
+
+// A tensor of `sizes` in `layout`, with the values of `values` (contiguous, same sizes) if given.
+template <class T>
+struct LaidOut {
+  LaidOut(const std::vector<int64_t>& sizes, Layout layout, const std::vector<T>* values = nullptr) {
+    const bool batched = sizes.size() == 4;
+    const int64_t N = batched ? sizes[0] : 1, C = sizes[sizes.size() - 3], H = sizes[sizes.size() - 2],
+                  W = sizes.back();
+    std::vector<int64_t> nchw{C * H * W, H * W, W, 1};  // batch, channel, row, column
+    if (layout == Layout::kChannelsLast) nchw = {H * W * C, 1, W * C, C};
+    if (layout == Layout::kChannelSlice) nchw = {2 * C * H * W, H * W, W, 1};
+    if (layout == Layout::kEveryOtherColumn) nchw = {C * H * 2 * W, H * 2 * W, 2 * W, 2};
+    storage.assign(static_cast<size_t>(N * nchw[0] * (layout == Layout::kContiguous ? 1 : 2) + 1), store_as<T>(-9.f));
+    view = TensorView(storage.data(), dtype_of<T>(), sizes,
+                      batched ? nchw : std::vector<int64_t>(nchw.begin() + 1, nchw.end()));
+    if (values == nullptr) return;
+    for (int64_t i = 0; i < view.numel(); ++i) element(i) = (*values)[static_cast<size_t>(i)];
+  }
+  // Element i of the logical (contiguous) order.
+  T& element(int64_t i) {
+    int64_t offset = 0;
+    for (int64_t d = view.dim() - 1; d >= 0; --d) {
+      offset += i % view.size(d) * view.stride(d);
+      i /= view.size(d);
+    }
+    return view.data<T>()[offset];
+  }
+  std::vector<T> logical() {
+    std::vector<T> out(static_cast<size_t>(view.numel()));
+    for (int64_t i = 0; i < view.numel(); ++i) out[static_cast<size_t>(i)] = element(i);
+    return out;
+  }
+  std::vector<T> storage;
+  TensorView view;
+};
+
+template <class T>
+std::vector<T> random_values(const std::vector<int64_t>& sizes, uint32_t seed) {
+  const auto values = random_tensor<float>(sizes, seed);
+  std::vector<T> out(values.storage.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = store_as<T>(values.storage[i]);
+  return out;
+}
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+// Forward and backward of `sizes` under `strategy`, input and grad_output in `in_layout`, output and
+// grad_input in `out_layout`: the results in logical order.
+template <class T>
+std::pair<std::vector<T>, std::vector<T>> pool_with(PoolStrategy strategy, const std::vector<int64_t>& sizes,
+                                                    const AvgPool2dParams& p, Layout in_layout, Layout out_layout) {
+  const PinnedStrategy pinned(strategy);
+  const std::vector<int64_t> out_sizes = avg_pool2d_output_shape(sizes, p);
+  const std::vector<T> x_values = random_values<T>(sizes, 41), g_values = random_values<T>(out_sizes, 42);
+  LaidOut<T> x(sizes, in_layout, &x_values), g(out_sizes, in_layout, &g_values);
+  LaidOut<T> y(out_sizes, out_layout), gi(sizes, out_layout);
+  avg_pool2d(x.view, y.view, p);
+  avg_pool2d_backward(g.view, x.view, gi.view, p);
+  return {y.logical(), gi.logical()};
+}
+
+AvgPool2dParams pool_params(int64_t k, int64_t s, int64_t pad, bool ceil = false, bool include_pad = true,
+                            int64_t divisor = 0) {
+  AvgPool2dParams p;
+  p.kernel_size = {k};
+  p.stride = {s};
+  p.padding = {pad};
+  p.ceil_mode = ceil;
+  p.count_include_pad = include_pad;
+  p.divisor_override = divisor;
+  return p;
+}
+
+struct StrategyCase {
+  std::vector<int64_t> sizes;
+  AvgPool2dParams params;
+};
+
+// Global pooling of a ResNet head (planes not a multiple of the tile's lanes), odd sizes with ceil_mode
+// and excluded padding, a divisor override, uncovered columns (kernel 2, stride 3), windows far beyond the
+// plane (the direct width passes), 1x1 planes, planes wider than the tiles' crossover, and 3-D inputs.
+std::vector<StrategyCase> strategy_cases() {
+  const int64_t huge = int64_t(1) << 20;
+  return {{{2, 11, 7, 7}, pool_params(7, 7, 0)},
+          {{3, 5, 9, 13}, pool_params(3, 2, 1, true, false)},
+          {{2, 3, 6, 5}, pool_params(4, 3, 2, true, true, -5)},
+          {{1, 20, 5, 6}, pool_params(2, 1, 0)},
+          {{2, 9, 8, 10}, pool_params(2, 3, 1, true)},
+          {{2, 4, 8, 8}, pool_params(huge, 1, huge / 2)},
+          {{2, 3, 1, 1}, pool_params(1, 1, 0)},
+          {{2, 17, 6, 45}, pool_params(3, 1, 1, false, false)},
+          {{9, 7, 7}, pool_params(3, 2, 1)},
+          {{70, 3, 4}, pool_params(2, 2, 1, true)}};
+}
+
+// Every family, on every layout of input and output, gives the bits of the plane kernels on contiguous
+// tensors.
+template <class T>
+void expect_strategies_give_the_same_bits() {
+  for (const StrategyCase& c : strategy_cases()) {
+    const auto reference =
+        pool_with<T>(PoolStrategy::kPlanes, c.sizes, c.params, Layout::kContiguous, Layout::kContiguous);
+    for (PoolStrategy strategy :
+         {PoolStrategy::kPlanes, PoolStrategy::kPlaneTiles, PoolStrategy::kChannelsLast, PoolStrategy::kAuto}) {
+      for (Layout in_layout : kLayouts) {
+        for (Layout out_layout : {Layout::kContiguous, in_layout}) {
+          const auto result = pool_with<T>(strategy, c.sizes, c.params, in_layout, out_layout);
+          ASSERT_TRUE(same_bits(result.first, reference.first) && same_bits(result.second, reference.second))
+              << "sizes " << format_list(c.sizes) << " kernel " << c.params.kernel_size[0] << " strategy "
+              << static_cast<int>(strategy) << " layouts " << static_cast<int>(in_layout) << " -> "
+              << static_cast<int>(out_layout) << (same_bits(result.first, reference.first) ? " (backward)" : "");
+        }
+      }
+    }
+  }
+}
+
+TEST(AvgPool2dStrategies, EveryFamilyGivesThePlaneKernelsBits) {
+  expect_strategies_give_the_same_bits<float>();
+  expect_strategies_give_the_same_bits<double>();
+  expect_strategies_give_the_same_bits<Half>();
+  expect_strategies_give_the_same_bits<BFloat16>();
+}
+
+// Channels-last planes too wide for one block of all channels run in channel blocks (here 48 + 16); the
+// padding's zeros must be where each block's lane count puts them.
+TEST(AvgPool2dStrategies, ChannelBlocksGiveThePlaneKernelsBits) {
+  for (const AvgPool2dParams& p : {pool_params(3, 1, 1), pool_params(2, 2, 0, true), pool_params(5, 3, 2, true)}) {
+    const std::vector<int64_t> sizes{2, 64, 5, 300};
+    const auto planes = pool_with<float>(PoolStrategy::kPlanes, sizes, p, Layout::kContiguous, Layout::kContiguous);
+    const auto lanes = pool_with<float>(PoolStrategy::kAuto, sizes, p, Layout::kChannelsLast, Layout::kContiguous);
+    EXPECT_TRUE(same_bits(planes.first, lanes.first)) << "forward k" << p.kernel_size[0];
+    EXPECT_TRUE(same_bits(planes.second, lanes.second)) << "backward k" << p.kernel_size[0];
+  }
+}
+
+TEST(AvgPool2dStrategies, ThreadCountDoesNotChangeBits) {
+  const std::vector<int64_t> sizes{4, 37, 9, 9};
+  const AvgPool2dParams p = pool_params(3, 2, 1, true);
+  for (PoolStrategy strategy : {PoolStrategy::kPlaneTiles, PoolStrategy::kChannelsLast, PoolStrategy::kAuto}) {
+    for (Layout layout : {Layout::kContiguous, Layout::kChannelsLast}) {
+      testing::expect_same_bits_for_thread_counts({1, 2, 3}, [&] {
+        auto [y, gi] = pool_with<float>(strategy, sizes, p, layout, Layout::kContiguous);
+        y.insert(y.end(), gi.begin(), gi.end());
+        return y;
+      });
+    }
+  }
 }
 
 TEST(AvgPool2d, ValidationErrors) {

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import spatialgrad as sg
-from helpers import (assert_adjoint, finite_difference, negative_strided, non_contiguous, requires_torch,
+from helpers import (assert_adjoint, finite_difference, negative_strided, non_contiguous, requires_torch, run_probe,
                      same_bits_for_thread_counts, tol, torch)
 
 if torch is not None:
@@ -154,6 +154,93 @@ def test_single_plane_uses_threads_and_stays_exact(rng):
     x = rng.standard_normal((1, 301, 257))
     g = rng.standard_normal(sg.avg_pool2d(x, 5, 1, 2).shape)
     same_bits_for_thread_counts(lambda: (sg.avg_pool2d(x, 5, 1, 2), sg.avg_pool2d_backward(g, x, 5, 1, 2)))
+
+
+# ---- issue 31's strategies (docs/design.md): tiles of small planes, channels-last lanes, planes --------------------
+
+def channels_last(a):
+    """The same values as a 4-D array, stored channels-last (NHWC strides)."""
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+# Shapes on both sides of the cost model's crossovers: global pooling of a ResNet head (tiles), small and wide
+# planes, few and many channels, 3-D inputs; each also channels-last where 4-D.
+STRATEGY_SHAPES = [((4, 40, 7, 7), dict(kernel_size=7)), ((3, 21, 14, 14), dict(kernel_size=3, stride=1, padding=1)),
+                   ((2, 19, 20, 17), dict(kernel_size=2, stride=2, ceil_mode=True)),
+                   ((2, 24, 28, 28), dict(kernel_size=3, stride=2, padding=1, count_include_pad=False)),
+                   ((2, 3, 40, 70), dict(kernel_size=2)), ((1, 70, 9, 9), dict(kernel_size=(3, 2), stride=(1, 2))),
+                   ((1, 32, 70, 66), dict(kernel_size=2, divisor_override=3)), ((33, 7, 7), dict(kernel_size=7))]
+
+
+@requires_torch
+@pytest.mark.parametrize("shape, kw", STRATEGY_SHAPES, ids=[str(s) for s, _ in STRATEGY_SHAPES])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_strategies_match_torch_and_threads(shape, kw, layout, rng):
+    if layout == "nhwc" and len(shape) == 3:
+        pytest.skip("channels-last is a 4-D layout")
+    x = rng.standard_normal(shape).astype(np.float32)
+    g = rng.standard_normal(F.avg_pool2d(torch.from_numpy(x), **kw).shape).astype(np.float32)
+    y_ref, gi_ref = torch_reference(x, g, kw)
+    if layout == "nhwc":
+        x, g = channels_last(x), channels_last(g)
+    y, gi = sg.avg_pool2d(x, **kw), sg.avg_pool2d_backward(g, x, **kw)
+    assert y.flags.c_contiguous and gi.flags.c_contiguous
+    np.testing.assert_allclose(y, y_ref, **tol(np.float32))
+    np.testing.assert_allclose(gi, gi_ref, **tol(np.float32))
+    same_bits_for_thread_counts(lambda: (sg.avg_pool2d(x, **kw), sg.avg_pool2d_backward(g, x, **kw)), (1, 2, 3))
+
+
+def test_layouts_give_the_same_bits(rng):
+    # Every family computes the plane kernels' sums in their order: the layout of the input never changes bits.
+    for shape, kw in STRATEGY_SHAPES:
+        if len(shape) == 3:
+            continue
+        for dtype in (np.float32, np.float64, np.float16):
+            x = rng.standard_normal(shape).astype(dtype)
+            g = rng.standard_normal(sg.avg_pool2d(x, **kw).shape).astype(dtype)
+            for xv, gv in [(channels_last(x), channels_last(g)), (non_contiguous(x), non_contiguous(g))]:
+                np.testing.assert_array_equal(sg.avg_pool2d(xv, **kw), sg.avg_pool2d(x, **kw))
+                np.testing.assert_array_equal(sg.avg_pool2d_backward(gv, xv, **kw), sg.avg_pool2d_backward(g, x, **kw))
+
+
+# A 20000 x 20000 float32 plane (1.6 GB), as PyTorch runs it, in a fresh interpreter whose address space is limited
+# to what it holds (numpy, the library, the pool's threads, the arrays) plus the bound of docs/operators.md: a
+# regression that allocates beyond it fails with MemoryError instead of exhausting the machine.
+LARGE_PLANE_PROBE = """
+import resource, numpy as np, spatialgrad as sg
+sg.set_num_threads(2)
+small = np.ones((1, 1, 64, 64), np.float32)
+sg.avg_pool2d_backward(sg.avg_pool2d(small, 2), small, 2)  # starts the pool's threads before the limit
+def address_space():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+n = 20000
+shape, pooled = (1, 1, n, n), (1, 1, n // 2, n // 2)
+data_bytes = 4 * (n * n + (n // 2) ** 2)
+bound = max(64 << 20, data_bytes // 4)
+if DIRECTION == "forward":
+    x = np.ones(shape, np.float32)
+    limit = address_space() + 4 * (n // 2) ** 2 + bound + (16 << 20)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    y = sg.avg_pool2d(x, 2)
+    print("forward", y.shape, float(y[0, 0, ::997, ::991].min()), float(y[0, 0, ::997, ::991].max()))
+else:
+    g = np.ones(pooled, np.float32)
+    x = np.broadcast_to(np.float32(0), shape)  # lends its shape only
+    limit = address_space() + 4 * n * n + bound + (16 << 20)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    gi = sg.avg_pool2d_backward(g, x, 2)
+    print("backward", gi.shape, float(gi[0, 0, ::997, ::991].min()), float(gi[0, 0, ::997, ::991].max()))
+"""
+
+
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+def test_a_20000_square_plane_runs_within_the_memory_bound(direction):
+    result = run_probe(f"DIRECTION = {direction!r}\n" + LARGE_PLANE_PROBE, timeout=120)
+    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr[-2000:]}"
+    value = "1.0" if direction == "forward" else "0.25"
+    shape = "(1, 1, 10000, 10000)" if direction == "forward" else "(1, 1, 20000, 20000)"
+    assert f"{direction} {shape} {value} {value}" in result.stdout, result.stdout
 
 
 # ---- validation: one test per rule of docs/operators.md (Average pooling) -------------------------------------------------------------------
