@@ -80,6 +80,16 @@ inline void candidate_samples(const RoiAxis<Acc>& axis, Acc base, int64_t size, 
   last = 0;
   const double step = static_cast<double>(axis.bin) / axis.grid;
   double lo = 0, hi = axis.grid - 1;
+  // The common case first: a bin inside [0, size - 1] has every sample in [-1, size] (its first sample is
+  // at base + step / 2 >= 0, its last at base + bin - step / 2 <= size - 1; rounding moves them by far less
+  // than a pixel). The general test below costs several divisions; the table of a call was 15% of a
+  // 3-channel forward (measured).
+  const double b0 = static_cast<double>(base);
+  if (step > 0 && b0 >= 0 && b0 + static_cast<double>(axis.bin) <= static_cast<double>(size - 1)) {
+    first = 0;
+    last = static_cast<int64_t>(std::min(hi, kMaxSampleIndex));
+    return;
+  }
   if (step != 0) {
     const double b = static_cast<double>(base);
     double from = (-1.0 - b) / step - 0.5, to = (static_cast<double>(size) - b) / step - 0.5;
@@ -138,9 +148,13 @@ inline void append_taps(const RoiAxis<Acc>& axis, int64_t p, int64_t size, std::
   candidate_samples(axis, base, size, first, last);
   for (int64_t i = first; i <= last; ++i) {
     const Acc coord = base + static_cast<Acc>(static_cast<double>(i) + 0.5) * axis.bin / grid;
-    RoiTap<Acc> tap;
-    if (!bilinear_tap(coord, size, tap)) continue;
-    taps.push_back(tap);
+    // Written in place: a tap built on the stack and copied in took 40% of the table's time (its 16-byte
+    // copy read two 8-byte stores: a store-forwarding stall).
+    RoiTap<Acc>& tap = taps.emplace_back();
+    if (!bilinear_tap(coord, size, tap)) {
+      taps.pop_back();
+      continue;
+    }
     px_lo = std::min(px_lo, tap.lo);
     px_hi = std::max(px_hi, tap.hi);
   }
