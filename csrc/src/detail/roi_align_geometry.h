@@ -21,6 +21,15 @@
 
 namespace spatialgrad::detail {
 
+// The kernels of a call (docs/design.md, issue 31's shape-aware strategies: roi_align): kDirect reads and
+// writes the planes themselves, a few channels at a time; kPacked goes through channel-interleaved patches of
+// an image's sampled region. kAuto: the cost model in roi_align.cpp chooses. Both sum every element in the same
+// order with the same operations, so they give the same bits.
+enum class RoiAlignPath { kAuto, kDirect, kPacked };
+// Tests only: every later call takes `path` (kAuto restores the cost model) and, when band_rows > 0, cuts the
+// backward's planes into bands of that many rows. Not synchronised.
+void set_roi_align_path_for_testing(RoiAlignPath path, int64_t band_rows = 0);
+
 // One sample along one axis: its two neighbouring pixels (equal at the far edge) and their weights.
 template <class Acc>
 struct RoiTap {
@@ -133,8 +142,9 @@ struct RoiTable {
   std::vector<RoiTap<Acc>> y_taps, x_taps;
   // ROIs grouped by image in their original order: order[image_first[b] .. image_first[b + 1]).
   std::vector<int64_t> image_first, order;
-  std::vector<RoiRegion> region;  // per image: the pixels any of its samples touches
-  int64_t samples = 0;            // contributing samples over all ROIs (a work estimate)
+  std::vector<RoiRegion> region;      // per image: the pixels any of its samples touches
+  std::vector<RoiRegion> roi_region;  // per ROI: the pixels its samples touch (empty: none contributes)
+  int64_t samples = 0;                // contributing samples over all ROIs (a work estimate)
 };
 
 // Appends the taps of bin p of one axis; widens [px_lo, px_hi] by the pixels they touch.
@@ -194,6 +204,7 @@ RoiTable<Acc> build_roi_table(const char* op, const TensorView& boxes, const std
   table.y_first.reserve(static_cast<size_t>(num_rois * ph_count + 1));
   table.x_first.reserve(static_cast<size_t>(num_rois * pw_count + 1));
   table.region.assign(static_cast<size_t>(num_images), RoiRegion{});
+  table.roi_region.assign(static_cast<size_t>(num_rois), RoiRegion{});
   std::vector<bool> seen(static_cast<size_t>(num_images), false);
   const T* data = boxes.data<T>();
   const int64_t s0 = boxes.stride(0), s1 = boxes.stride(1);
@@ -237,6 +248,7 @@ RoiTable<Acc> build_roi_table(const char* op, const TensorView& boxes, const std
       std::fill(table.x_first.end() - pw_count, table.x_first.end(), static_cast<int64_t>(x_before));
       continue;
     }
+    table.roi_region[static_cast<size_t>(k)] = RoiRegion{row_lo, row_hi + 1, col_lo, col_hi + 1};
     const size_t b = static_cast<size_t>(image[static_cast<size_t>(k)]);
     RoiRegion& r = table.region[b];
     if (!seen[b]) {
