@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "detail/block_cache.h"
@@ -37,10 +38,12 @@ constexpr const char* kBackward = "roi_align_backward";
 // being heavier than other kernels'.
 constexpr int64_t kMinWorkPerRoiTask = 1 << 16;
 
-// Channels handled together by the packed kernels: one 64-byte line of Acc values per pixel in a patch,
-// so the per-sample work is a fixed-width loop the compiler vectorises.
-template <class Acc>
-constexpr int64_t kLanes = static_cast<int64_t>(64 / sizeof(Acc));
+// A pixel of the packed kernels' patches: V 16-byte vectors of Acc (detail::Vec: SSE2 on baseline x86-64,
+// NEON on ARM), one channel per lane, so the per-sample work is a fixed-width loop the compiler vectorises.
+// Wide pixels are a 64-byte line (16 floats); narrow ones a single vector (4 floats), for few channels.
+constexpr int kWide = 4, kNarrow = 1;
+template <class Acc, int V>
+constexpr int64_t kLanes = V * static_cast<int64_t>(16 / sizeof(Acc));
 
 // Channels that share each sample's weights and offsets in the direct kernels: the per-sample work (4 taps'
 // positions and weights) is done once for the group (1.4x faster than channel by channel at 3 channels,
@@ -83,9 +86,9 @@ struct Strides4 {
   explicit Strides4(const TensorView& t) : s0(t.stride(0)), s1(t.stride(1)), s2(t.stride(2)), s3(t.stride(3)) {}
 };
 
-template <class Acc>
+template <class Acc, int V>
 int64_t channel_blocks(int64_t channels) {
-  return (channels + kLanes<Acc> - 1) / kLanes<Acc>;
+  return (channels + kLanes<Acc, V> - 1) / kLanes<Acc, V>;
 }
 
 // ---- the cost model ------------------------------------------------------------------------------------------
@@ -94,19 +97,28 @@ int64_t channel_blocks(int64_t channels) {
 double scratch_budget(double in_out_bytes) { return std::max(64.0 * (1 << 20), 0.25 * in_out_bytes); }
 
 // The cost model: nanoseconds per unit of work of each kernel, fitted (least squares, relative errors) to
-// single-thread CPU times of both kernels on 27 shapes (docs/design.md, issue 31: roi_align; float32).
-// S = contributing samples, C = channels, groups = ceil(C / kDirectGroup), blocks = ceil(C / kLanes),
+// single-thread CPU times of the kernels on 27 shapes (docs/design.md, issue 31: roi_align; float32).
+// S = contributing samples, C = channels, groups = ceil(C / kDirectGroup), blocks = ceil(C / lanes),
 // pixels = the images' sampled regions, planes = the elements of grad_input, out = those of (grad_)output.
-//   forward direct: S * (3.2 groups + 0.5 C) (twice that when an image's planes exceed kCachedImageBytes:
-//                   the taps then come from memory; 2x measured at 33-41 MB), packed: blocks * (6.0 S + 11.4 pixels)
-//   backward direct: S * (2.0 groups + 1.5 C) + 0.37 planes + 1.8 out,
-//            packed: blocks * (7.9 S + 8.7 pixels) + 0.61 planes + 1.15 out
-// (The forward's output terms, 1.55 and 1.4 ns per element, are left out: nearly equal.)
-struct RoiCosts {
-  double sample_per_group, sample_per_channel, sample_per_block, pixel_per_block, per_plane_element[2], per_out[2];
+//   forward direct: S * (2.6 groups + 0.6 C), twice that when an image's planes exceed kCachedImageBytes (the
+//                   taps then come from memory: 2x measured at 33-41 MB),
+//           packed (wide): blocks * (6.2 S + 11.0 pixels)
+//   backward direct: S * (1.8 groups + 1.6 C) + 0.3 planes + 1.5 out,
+//            packed wide: blocks * (7.8 S + 8.7 pixels) + 0.54 planes + 1.2 out,
+//            packed narrow: blocks * (3.4 S + 1.06 pixels) + 0.71 planes + 2.1 out
+// (The forward's output terms, 1.1-1.6 ns per element, are left out: nearly equal. Narrow patches in the
+// forward measured no faster than the direct kernel, whose per-sample work is the same: never chosen there.)
+struct PackedCosts {
+  double per_sample, per_pixel;  // per block of lanes
+  double per_plane_element, per_out;
 };
-constexpr RoiCosts kForwardCosts{3.2, 0.5, 6.0, 11.4, {0, 0}, {0, 0}};
-constexpr RoiCosts kBackwardCosts{2.0, 1.5, 7.9, 8.7, {0.37, 0.61}, {1.8, 1.15}};
+struct RoiCosts {
+  double sample_per_group, sample_per_channel, per_plane_element, per_out;
+  PackedCosts wide, narrow;
+};
+constexpr RoiCosts kForwardCosts{2.6, 0.6, 0, 0, {6.2, 11.0, 0, 0}, {}};
+constexpr RoiCosts kBackwardCosts{1.8, 1.6, 0.3, 1.5, {7.8, 8.7, 0.54, 1.2}, {3.4, 1.06, 0.71, 2.1}};
+constexpr double kNever = std::numeric_limits<double>::infinity();
 constexpr double kCachedImageBytes = 8.0 * (1 << 20);
 
 // The pixels of all images' sampled regions, and the largest region's.
@@ -120,40 +132,53 @@ void region_pixels(const RoiTable<Acc>& table, double& total, double& largest) {
   }
 }
 
-// Every thread's pooled bins in the packed kernels (pooled_h * pooled_w lane groups each).
-template <class Acc>
-double packed_bins_bytes(const RoiTable<Acc>& table, double lane_bytes) {
+// Every thread's pooled bins in the packed kernels (pooled_h * pooled_w pixels of V vectors each).
+template <int V, class Acc>
+double packed_bins_bytes(const RoiTable<Acc>& table) {
   return static_cast<double>(get_num_threads()) * static_cast<double>(table.pooled_h) *
-         static_cast<double>(table.pooled_w) * lane_bytes;
+         static_cast<double>(table.pooled_w) * static_cast<double>(kLanes<Acc, V> * sizeof(Acc));
 }
 
-// Direct or packed for a call on `input_shape` (B, C, H, W) with `out` elements of (grad_)output: the cheaper
-// estimate, packed only if its patch fits the scratch budget (the forward shares one patch between its
-// threads; the backward cuts its per-thread patches into bands of rows that fit, so only the estimates decide).
+// What a call costs: its shape and the table's work.
+struct CallWork {
+  double samples, pixels, largest, channels, planes, out, budget;
+  bool backward;
+};
+
+// The packed kernel's estimate with pixels of V vectors; infinite when its memory exceeds the budget: a patch
+// (the forward's, at least: the backward cuts its per-thread patches into bands that fit) and the threads'
+// pooled bins.
+template <int V, class Acc>
+double packed_estimate(const RoiTable<Acc>& table, const CallWork& w, const PackedCosts& k) {
+  const double bins_bytes = packed_bins_bytes<V>(table);
+  const double patch_bytes = w.largest * static_cast<double>(kLanes<Acc, V> * sizeof(Acc));
+  if (w.backward ? bins_bytes > w.budget / 2 : patch_bytes + bins_bytes > w.budget)
+    return kNever;
+  const double blocks = static_cast<double>(channel_blocks<Acc, V>(static_cast<int64_t>(w.channels)));
+  return blocks * (k.per_sample * w.samples + k.per_pixel * w.pixels) + k.per_plane_element * w.planes +
+         k.per_out * w.out;
+}
+
+// The kernel for a call on `input_shape` (B, C, H, W) with `out` elements of (grad_)output: the cheapest
+// estimate.
 template <class Acc>
 RoiAlignPath choose_path(const RoiTable<Acc>& table, const std::vector<int64_t>& input_shape, double out,
                          double in_out_bytes, bool backward) {
   if (detail::forced_roi_align_path != RoiAlignPath::kAuto) return detail::forced_roi_align_path;
   const RoiCosts& k = backward ? kBackwardCosts : kForwardCosts;
-  double pixels, largest;
-  region_pixels(table, pixels, largest);
-  const int64_t channels = input_shape[1];
-  const double C = static_cast<double>(channels), S = static_cast<double>(table.samples);
-  const double groups = static_cast<double>((channels + kDirectGroup - 1) / kDirectGroup);
-  const double blocks = static_cast<double>(channel_blocks<Acc>(channels));
-  const double image_elements = C * static_cast<double>(input_shape[2]) * static_cast<double>(input_shape[3]);
-  const double planes = image_elements * static_cast<double>(input_shape[0]);
-  // Memory of the packed kernels: a patch (the forward's, at least) and each thread's pooled bins.
-  const double lane_bytes = static_cast<double>(kLanes<Acc> * sizeof(Acc));
-  const double bins_bytes = packed_bins_bytes(table, lane_bytes), budget = scratch_budget(in_out_bytes);
-  if (backward ? bins_bytes > budget / 2 : largest * lane_bytes + bins_bytes > budget) return RoiAlignPath::kDirect;
+  CallWork w{static_cast<double>(table.samples), 0, 0, static_cast<double>(input_shape[1]), 0, out,
+             scratch_budget(in_out_bytes), backward};
+  region_pixels(table, w.pixels, w.largest);
+  const double image_elements = w.channels * static_cast<double>(input_shape[2]) * static_cast<double>(input_shape[3]);
+  w.planes = image_elements * static_cast<double>(input_shape[0]);
+  const double groups = std::ceil(w.channels / kDirectGroup);
   const double memory = !backward && image_elements * sizeof(Acc) > kCachedImageBytes ? 2.0 : 1.0;
-  const double direct =
-      S * (k.sample_per_group * groups + k.sample_per_channel * C) * memory + k.per_plane_element[0] * planes +
-      k.per_out[0] * out;
-  const double packed = blocks * (k.sample_per_block * S + k.pixel_per_block * pixels) +
-                        k.per_plane_element[1] * planes + k.per_out[1] * out;
-  return packed < direct ? RoiAlignPath::kPacked : RoiAlignPath::kDirect;
+  const double direct = w.samples * (k.sample_per_group * groups + k.sample_per_channel * w.channels) * memory +
+                        k.per_plane_element * w.planes + k.per_out * out;
+  const double wide = packed_estimate<kWide>(table, w, k.wide);
+  const double narrow = backward ? packed_estimate<kNarrow>(table, w, k.narrow) : kNever;
+  if (direct <= wide && direct <= narrow) return RoiAlignPath::kDirect;
+  return wide <= narrow ? RoiAlignPath::kPacked : RoiAlignPath::kPackedNarrow;
 }
 
 // An uninitialised buffer from the block cache (detail/block_cache.h): patches have the same size call after
@@ -280,28 +305,25 @@ void direct_forward(const TensorView& input, const TensorView& output, const Roi
 
 // ---- the packed kernels: kLanes channels per pixel ------------------------------------------------------------
 
-// An image's sampled region (or a band of its rows), kLanes channels interleaved per pixel.
-template <class Acc>
+// An image's sampled region (or a band of its rows), kLanes<Acc, V> channels interleaved per pixel.
+template <class Acc, int V>
 struct Patch {
   RoiRegion region;
   Acc* values = nullptr;
   Acc* at(int64_t row, int64_t col) const {
-    return values + ((row - region.row0) * region.cols() + (col - region.col0)) * kLanes<Acc>;
+    return values + ((row - region.row0) * region.cols() + (col - region.col0)) * kLanes<Acc, V>;
   }
 };
 
-// A lane group is kVecs 16-byte vectors (detail::Vec: SSE2 on baseline x86-64, NEON on ARM), whose
-// element-wise arithmetic is the scalar IEEE arithmetic, lane by lane.
+// A pixel's lanes: V vectors whose element-wise arithmetic is the scalar IEEE arithmetic, lane by lane.
 template <class Acc>
 using Vec = detail::Vec<Acc, 16>;
-constexpr int64_t kVecs = 4;
-
-template <class Acc>
+template <class Acc, int V>
 struct Lanes {
-  Vec<Acc> v[kVecs];
+  Vec<Acc> v[V];
 };
-static_assert(sizeof(Lanes<float>) == kLanes<float> * sizeof(float), "a lane group is kLanes values");
-static_assert(sizeof(Lanes<double>) == kLanes<double> * sizeof(double), "a lane group is kLanes values");
+static_assert(sizeof(Lanes<float, kWide>) == kLanes<float, kWide> * sizeof(float), "a pixel is kLanes values");
+static_assert(sizeof(Lanes<double, kNarrow>) == kLanes<double, kNarrow> * sizeof(double), "a pixel is kLanes values");
 
 template <class Acc>
 SPATIALGRAD_INLINE Vec<Acc> load_vec(const Acc* p) {
@@ -310,21 +332,21 @@ SPATIALGRAD_INLINE Vec<Acc> load_vec(const Acc* p) {
 }
 
 // Forward, one sample: acc += ((w1 v1 + w2 v2) + w3 v3) + w4 v4, torchvision's association.
-template <class Acc>
-inline void add_sample(Lanes<Acc>& acc, const Acc* p1, const Acc* p2, const Acc* p3, const Acc* p4, Acc w1, Acc w2,
+template <int V, class Acc>
+inline void add_sample(Lanes<Acc, V>& acc, const Acc* p1, const Acc* p2, const Acc* p3, const Acc* p4, Acc w1, Acc w2,
                        Acc w3, Acc w4) {
-  constexpr int64_t n = kLanes<Acc> / kVecs;
-  for (int64_t j = 0; j < kVecs; ++j) {
+  constexpr int64_t n = kLanes<Acc, 1>;
+  for (int64_t j = 0; j < V; ++j) {
     acc.v[j] += ((w1 * load_vec(p1 + j * n) + w2 * load_vec(p2 + j * n)) + w3 * load_vec(p3 + j * n)) +
                 w4 * load_vec(p4 + j * n);
   }
 }
 
 // Backward, one corner: p += g * w.
-template <class Acc>
-inline void add_scaled(Acc* p, const Lanes<Acc>& g, Acc w) {
-  constexpr int64_t n = kLanes<Acc> / kVecs;
-  for (int64_t j = 0; j < kVecs; ++j) {
+template <int V, class Acc>
+inline void add_scaled(Acc* p, const Lanes<Acc, V>& g, Acc w) {
+  constexpr int64_t n = kLanes<Acc, 1>;
+  for (int64_t j = 0; j < V; ++j) {
     detail::store_u(p + j * n, load_vec(p + j * n) + g.v[j] * w);
   }
 }
@@ -340,23 +362,23 @@ inline void prefetch_block(const T* first, int64_t channels, int64_t stride, int
 
 // Row y of the patch from channels [c0, c0 + nc) of image b, transposed through `scratch` (kLanes * cols
 // values); lanes past the last channel are zero.
-template <class T, class Acc>
-void pack_row(const T* in, const Strides4& is, int64_t b, int64_t c0, int64_t nc, int64_t y, const Patch<Acc>& patch,
-              Acc* scratch) {
+template <int V, class T, class Acc>
+void pack_row(const T* in, const Strides4& is, int64_t b, int64_t c0, int64_t nc, int64_t y,
+              const Patch<Acc, V>& patch, Acc* scratch) {
   const RoiRegion& r = patch.region;
-  detail::pack_lanes<kLanes<Acc>>(in + b * is.s0 + c0 * is.s1 + y * is.s2 + r.col0 * is.s3, is.s1, nc, is.s3, r.cols(),
-                                  scratch, patch.at(y, r.col0));
+  detail::pack_lanes<kLanes<Acc, V>>(in + b * is.s0 + c0 * is.s1 + y * is.s2 + r.col0 * is.s3, is.s1, nc, is.s3,
+                                     r.cols(), scratch, patch.at(y, r.col0));
 }
 
 // The sum of the samples of bin (ph, pw) of ROI k, all lanes at once.
-template <class Acc>
-SPATIALGRAD_INLINE Lanes<Acc> bin_sum(const RoiTable<Acc>& table, const Patch<Acc>& patch, int64_t k, int64_t ph,
-                                      int64_t pw) {
-  constexpr int64_t L = kLanes<Acc>;
+template <int V, class Acc>
+SPATIALGRAD_INLINE Lanes<Acc, V> bin_sum(const RoiTable<Acc>& table, const Patch<Acc, V>& patch, int64_t k,
+                                         int64_t ph, int64_t pw) {
+  constexpr int64_t L = kLanes<Acc, V>;
   const int64_t col0 = patch.region.col0;
   const int64_t y_begin = table.y_first[k * table.pooled_h + ph], y_end = table.y_first[k * table.pooled_h + ph + 1];
   const int64_t x_begin = table.x_first[k * table.pooled_w + pw], x_end = table.x_first[k * table.pooled_w + pw + 1];
-  Lanes<Acc> acc{};
+  Lanes<Acc, V> acc{};
   for (int64_t iy = y_begin; iy < y_end; ++iy) {
     const auto& ty = table.y_taps[iy];
     const Acc* row_lo = patch.at(ty.lo, col0);
@@ -372,27 +394,27 @@ SPATIALGRAD_INLINE Lanes<Acc> bin_sum(const RoiTable<Acc>& table, const Patch<Ac
 }
 
 // ROI k's bins, bin-major with kLanes channels each: the means of their samples.
-template <class Acc>
-void pool_roi(const RoiTable<Acc>& table, const Patch<Acc>& patch, int64_t k, Acc* bins) {
-  constexpr int64_t L = kLanes<Acc>;
+template <int V, class Acc>
+void pool_roi(const RoiTable<Acc>& table, const Patch<Acc, V>& patch, int64_t k, Acc* bins) {
+  constexpr int64_t L = kLanes<Acc, V>;
   const Acc count = table.count[k];
   for (int64_t ph = 0; ph < table.pooled_h; ++ph) {
     for (int64_t pw = 0; pw < table.pooled_w; ++pw) {
-      const Lanes<Acc> acc = bin_sum(table, patch, k, ph, pw);
+      const Lanes<Acc, V> acc = bin_sum(table, patch, k, ph, pw);
       Acc* means = bins + (ph * table.pooled_w + pw) * L;
-      for (int64_t j = 0; j < kVecs; ++j)
-        detail::store_u(means + j * (L / kVecs), acc.v[j] / count);  // torchvision's output_val /= count
+      for (int64_t j = 0; j < V; ++j)
+        detail::store_u(means + j * kLanes<Acc, 1>, acc.v[j] / count);  // torchvision's output_val /= count
     }
   }
 }
 
 // Written channel by channel: contiguous for a contiguous output.
-template <class T, class Acc>
+template <int V, class T, class Acc>
 void store_roi(const Acc* bins, int64_t ph_count, int64_t pw_count, int64_t nc, T* out_roi, const Strides4& os) {
   for (int64_t c = 0; c < nc; ++c) {
     for (int64_t ph = 0; ph < ph_count; ++ph) {
       for (int64_t pw = 0; pw < pw_count; ++pw)
-        out_roi[c * os.s1 + ph * os.s2 + pw * os.s3] = store_as<T>(bins[(ph * pw_count + pw) * kLanes<Acc> + c]);
+        out_roi[c * os.s1 + ph * os.s2 + pw * os.s3] = store_as<T>(bins[(ph * pw_count + pw) * kLanes<Acc, V> + c]);
     }
   }
 }
@@ -406,14 +428,14 @@ constexpr double kForwardStepBytes = 0.5 * (1 << 20);
 // Image b, channel blocks [block0, block0 + count): their patches (`values`, one after the other) packed by
 // all threads (rows split), then the image's ROIs pooled by all threads ((block, ROI) pairs split; each writes
 // its own outputs).
-template <class T>
+template <int V, class T>
 void packed_forward_step(const TensorView& input, const TensorView& output, const RoiTable<T>& table, T* values,
                          int64_t b, int64_t block0, int64_t count) {
-  constexpr int64_t L = kLanes<T>;
+  constexpr int64_t L = kLanes<T, V>;
   const Strides4 is(input), os(output);
   const RoiRegion& region = table.region[static_cast<size_t>(b)];
   const int64_t rows = region.rows(), first = table.image_first[b], rois = table.image_first[b + 1] - first;
-  const auto patch = [&](int64_t j) { return Patch<T>{region, values + j * rows * region.cols() * L}; };
+  const auto patch = [&](int64_t j) { return Patch<T, V>{region, values + j * rows * region.cols() * L}; };
   const auto channels_of = [&](int64_t j) { return std::min(L, input.size(1) - (block0 + j) * L); };
   parallel_for(0, rows * count, grain_for(static_cast<double>(region.cols() * L)), [&](int64_t lo, int64_t hi) {
     std::vector<T> scratch(static_cast<size_t>(region.cols() * L));
@@ -433,7 +455,7 @@ void packed_forward_step(const TensorView& input, const TensorView& output, cons
                  for (int64_t i = lo; i < hi; ++i) {
                    const int64_t k = table.order[first + i % rois], j = i / rois;
                    pool_roi(table, patch(j), k, bins.data());
-                   store_roi(bins.data(), table.pooled_h, table.pooled_w, channels_of(j),
+                   store_roi<V>(bins.data(), table.pooled_h, table.pooled_w, channels_of(j),
                              output.data<T>() + k * os.s0 + (block0 + j) * L * os.s1, os);
                  }
                });
@@ -442,11 +464,11 @@ void packed_forward_step(const TensorView& input, const TensorView& output, cons
 // Enough (image, block) pairs for every thread: each thread packs and pools whole pairs in a patch of its own,
 // in one parallel region (at 2 threads on a shared machine, the shared steps' barriers cost 5-10% on the bench
 // shape, 32 pairs: measured).
-template <class T>
+template <int V, class T>
 void packed_forward_private(const TensorView& input, const TensorView& output, const RoiTable<T>& table,
                             int64_t largest) {
-  constexpr int64_t L = kLanes<T>;
-  const int64_t blocks = channel_blocks<T>(input.size(1)), PH = table.pooled_h, PW = table.pooled_w;
+  constexpr int64_t L = kLanes<T, V>;
+  const int64_t blocks = channel_blocks<T, V>(input.size(1)), PH = table.pooled_h, PW = table.pooled_w;
   const Strides4 is(input), os(output);
   const double work = (static_cast<double>(table.samples) * 4.0 + static_cast<double>(output.numel())) * L;
   const int64_t items = input.size(0) * blocks;
@@ -455,12 +477,12 @@ void packed_forward_private(const TensorView& input, const TensorView& output, c
     std::vector<T> scratch(static_cast<size_t>(std::max<int64_t>(input.size(3), 1) * L)), bins(PH * PW * L);
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t b = item / blocks, c0 = (item % blocks) * L, nc = std::min(L, input.size(1) - c0);
-      const Patch<T> patch{table.region[static_cast<size_t>(b)], values.data()};
+      const Patch<T, V> patch{table.region[static_cast<size_t>(b)], values.data()};
       for (int64_t y = patch.region.row0; y < patch.region.row0 + patch.region.rows(); ++y)
         pack_row(input.data<T>(), is, b, c0, nc, y, patch, scratch.data());
       for (int64_t r = table.image_first[b]; r < table.image_first[b + 1]; ++r) {
         pool_roi(table, patch, table.order[r], bins.data());
-        store_roi(bins.data(), PH, PW, nc, output.data<T>() + table.order[r] * os.s0 + c0 * os.s1, os);
+        store_roi<V>(bins.data(), PH, PW, nc, output.data<T>() + table.order[r] * os.s0 + c0 * os.s1, os);
       }
     }
   });
@@ -468,24 +490,24 @@ void packed_forward_private(const TensorView& input, const TensorView& output, c
 
 // Patches in a thread's own memory when there are enough (image, block) pairs for the threads and the budget
 // holds one per thread; else shared by the threads, a step at a time (memory: one step's patches).
-template <class T>
+template <int V, class T>
 void packed_forward(const TensorView& input, const TensorView& output, const RoiTable<T>& table, double budget_bytes) {
-  constexpr int64_t L = kLanes<T>;
+  constexpr int64_t L = kLanes<T, V>;
   double pixels, largest;
   region_pixels(table, pixels, largest);
-  const int64_t blocks = channel_blocks<T>(input.size(1));
+  const int64_t blocks = channel_blocks<T, V>(input.size(1));
   const double patch_bytes = std::max(largest, 1.0) * static_cast<double>(L * sizeof(T));
   const int64_t threads = get_num_threads();
-  const double bins_bytes = packed_bins_bytes(table, static_cast<double>(L * sizeof(T)));
+  const double bins_bytes = packed_bins_bytes<V>(table);
   if (input.size(0) * blocks >= kChunksPerThread * threads && patch_bytes * threads + bins_bytes <= budget_bytes)
-    return packed_forward_private(input, output, table, static_cast<int64_t>(largest));
+    return packed_forward_private<V>(input, output, table, static_cast<int64_t>(largest));
   const double step_bytes = std::min(kForwardStepBytes, budget_bytes - bins_bytes);  // (one patch fits: choose_path)
   const int64_t per_step = std::clamp<int64_t>(static_cast<int64_t>(step_bytes / patch_bytes), 1, blocks);
   Scratch<T> values(static_cast<int64_t>(largest) * L * per_step);
   for (int64_t b = 0; b < input.size(0); ++b) {
     if (table.image_first[b + 1] == table.image_first[b]) continue;
     for (int64_t block0 = 0; block0 < blocks; block0 += per_step)
-      packed_forward_step(input, output, table, values.data(), b, block0, std::min(per_step, blocks - block0));
+      packed_forward_step<V>(input, output, table, values.data(), b, block0, std::min(per_step, blocks - block0));
   }
 }
 
@@ -613,14 +635,14 @@ struct PlaneSink {
 
 // The packed sink: a band's patch, kLanes channels of grad_output's ROI bin-major in `bins`. (Plain values,
 // not a reference to the patch: the compiler then keeps them in registers across the stores.)
-template <class Acc>
+template <class Acc, int V>
 struct PatchSink {
   Acc* values;
   int64_t row0, col0, cols;
   const Acc* bins;
   int64_t pw_count;
-  Lanes<Acc> g;
-  PatchSink(const Patch<Acc>& patch, const Acc* bins, int64_t pw_count)
+  Lanes<Acc, V> g;
+  PatchSink(const Patch<Acc, V>& patch, const Acc* bins, int64_t pw_count)
       : values(patch.values),
         row0(patch.region.row0),
         col0(patch.region.col0),
@@ -628,9 +650,9 @@ struct PatchSink {
         bins(bins),
         pw_count(pw_count),
         g{} {}
-  void load_gradient(int64_t ph, int64_t pw) { detail::load_u(g, bins + (ph * pw_count + pw) * kLanes<Acc>); }
-  Acc* row(int64_t y) const { return values + (y - row0) * cols * kLanes<Acc>; }
-  int64_t column(int64_t x) const { return (x - col0) * kLanes<Acc>; }
+  void load_gradient(int64_t ph, int64_t pw) { detail::load_u(g, bins + (ph * pw_count + pw) * kLanes<Acc, V>); }
+  Acc* row(int64_t y) const { return values + (y - row0) * cols * kLanes<Acc, V>; }
+  int64_t column(int64_t x) const { return (x - col0) * kLanes<Acc, V>; }
   void add(Acc* p, Acc w) const { add_scaled(p, g, w); }
 };
 
@@ -705,20 +727,20 @@ void direct_backward(const TensorView& grad_output, const TensorView& grad_input
 
 // ROI k's gradient block, bin-major with kLanes channels each (lanes past nc are left as they are).
 // Read channel by channel: contiguous for a contiguous grad_output.
-template <class T, class Acc>
+template <int V, class T, class Acc>
 void load_grad_bins(const T* g_roi, const Strides4& gs, int64_t ph_count, int64_t pw_count, int64_t nc, Acc* bins) {
   for (int64_t c = 0; c < nc; ++c) {
     for (int64_t ph = 0; ph < ph_count; ++ph) {
       for (int64_t pw = 0; pw < pw_count; ++pw)
-        bins[(ph * pw_count + pw) * kLanes<Acc> + c] = load_as<Acc>(g_roi[c * gs.s1 + ph * gs.s2 + pw * gs.s3]);
+        bins[(ph * pw_count + pw) * kLanes<Acc, V> + c] = load_as<Acc>(g_roi[c * gs.s1 + ph * gs.s2 + pw * gs.s3]);
     }
   }
 }
 
 // Writes every element of the block's planes in `band` once: the patch inside it (transposed through
 // `scratch`, kLanes * cols values), zeros outside.
-template <class T, class Acc>
-void write_block(const Patch<Acc>& patch, const RowBand& band, T* gi, const Strides4& is, int64_t b, int64_t c0,
+template <int V, class T, class Acc>
+void write_block(const Patch<Acc, V>& patch, const RowBand& band, T* gi, const Strides4& is, int64_t b, int64_t c0,
                  int64_t nc, int64_t width, Acc* scratch) {
   const RoiRegion& reg = patch.region;
   T* block = gi + b * is.s0 + c0 * is.s1;
@@ -730,8 +752,8 @@ void write_block(const Patch<Acc>& patch, const RowBand& band, T* gi, const Stri
       if (inside) zero_elements(row + reg.col1 * is.s3, width - reg.col1, is.s3);
     }
     if (inside) {
-      detail::unpack_lanes<kLanes<Acc>>(patch.at(y, reg.col0), reg.cols(), nc, scratch,
-                                        block + y * is.s2 + reg.col0 * is.s3, is.s1, is.s3);
+      detail::unpack_lanes<kLanes<Acc, V>>(patch.at(y, reg.col0), reg.cols(), nc, scratch,
+                                           block + y * is.s2 + reg.col0 * is.s3, is.s1, is.s3);
     }
   }
 }
@@ -746,12 +768,12 @@ RoiRegion band_region(const RoiRegion& region, const RowBand& band) {
 // band's part of the image's region), adds the image's ROIs in their original order and writes the patch
 // out, so every element sums its contributions in one fixed order (torchvision's: ROI, ph, pw, iy, ix,
 // corner) whatever the thread count, with no atomics. Bands keep each thread's patch within the budget.
-template <class T>
+template <int V, class T>
 void packed_backward(const TensorView& grad_output, const TensorView& grad_input, const RoiTable<T>& table,
                      double budget_bytes) {
-  constexpr int64_t L = kLanes<T>;
+  constexpr int64_t L = kLanes<T, V>;
   const int64_t channels = grad_input.size(1), height = grad_input.size(2), width = grad_input.size(3);
-  const int64_t PH = table.pooled_h, PW = table.pooled_w, blocks = channel_blocks<T>(channels);
+  const int64_t PH = table.pooled_h, PW = table.pooled_w, blocks = channel_blocks<T, V>(channels);
   const Strides4 gs(grad_output), is(grad_input);
   double pixels, largest;
   region_pixels(table, pixels, largest);
@@ -759,7 +781,7 @@ void packed_backward(const TensorView& grad_output, const TensorView& grad_input
   for (const RoiRegion& r : table.region) widest = std::max(widest, r.cols());
   // Each thread: a patch of band rows, a row of transpose scratch, the pooled bins (choose_path: <= budget / 2).
   const double row_bytes = static_cast<double>(widest * L) * sizeof(T) * get_num_threads();
-  const double patch_budget = budget_bytes - packed_bins_bytes(table, static_cast<double>(L * sizeof(T))) - row_bytes;
+  const double patch_budget = budget_bytes - packed_bins_bytes<V>(table) - row_bytes;
   const BandSplit split = split_rows(height, grad_input.size(0) * blocks,
                                      std::max<int64_t>(1, static_cast<int64_t>(patch_budget / row_bytes)));
   const int64_t items = grad_input.size(0) * blocks * split.bands;
@@ -775,15 +797,15 @@ void packed_backward(const TensorView& grad_output, const TensorView& grad_input
       const int64_t nc = std::min(L, channels - c0);
       if (nc < L) std::fill(bins.begin(), bins.end(), T(0));  // lanes past nc: zero, whatever the last block left
       const RowBand band = split.band(item % split.bands, height);
-      const Patch<T> patch{band_region(table.region[static_cast<size_t>(b)], band), values.data()};
+      const Patch<T, V> patch{band_region(table.region[static_cast<size_t>(b)], band), values.data()};
       std::fill(values.data(), values.data() + patch.region.rows() * patch.region.cols() * L, T(0));
-      PatchSink<T> sink(patch, bins.data(), PW);
+      PatchSink<T, V> sink(patch, bins.data(), PW);
       const T* go = grad_output.data<T>() + c0 * gs.s1;
       for (int64_t r = table.image_first[b]; r < table.image_first[b + 1]; ++r) {
         const int64_t k = table.order[r];
         if (!band.meets(table.roi_region[static_cast<size_t>(k)])) continue;
         if (r + 1 < table.image_first[b + 1]) prefetch_block(go + table.order[r + 1] * gs.s0, nc, gs.s1, g_span);
-        load_grad_bins(go + k * gs.s0, gs, PH, PW, nc, bins.data());
+        load_grad_bins<V>(go + k * gs.s0, gs, PH, PW, nc, bins.data());
         scatter_roi(table, band, k, sink);
       }
       write_block(patch, band, grad_input.data<T>(), is, b, c0, nc, width, scratch.data());
@@ -800,9 +822,9 @@ void run_forward(const TensorView& input, const TensorView& boxes, const TensorV
   const auto table =
       detail::build_roi_table<T>(kForward, boxes, image, input.size(0), input.size(2), input.size(3), params);
   const double bytes = static_cast<double>(input.numel() + boxes.numel() + output.numel()) * sizeof(T);
-  if (choose_path(table, input.sizes(), static_cast<double>(output.numel()), bytes, false) == RoiAlignPath::kPacked)
-    return packed_forward<T>(input, output, table, scratch_budget(bytes));
-  direct_forward<T>(input, output, table, image);
+  if (choose_path(table, input.sizes(), static_cast<double>(output.numel()), bytes, false) == RoiAlignPath::kDirect)
+    return direct_forward<T>(input, output, table, image);
+  packed_forward<kWide, T>(input, output, table, scratch_budget(bytes));  // (kPackedNarrow: tests only, see above)
 }
 
 template <typename T>
@@ -816,10 +838,12 @@ void run_backward(const TensorView& grad_output, const TensorView& boxes, const 
   const auto table =
       detail::build_roi_table<T>(kBackward, boxes, image, input_shape[0], input_shape[2], input_shape[3], params);
   const double bytes = static_cast<double>(grad_output.numel() + boxes.numel() + grad_input.numel()) * sizeof(T);
-  if (choose_path(table, input_shape, static_cast<double>(grad_output.numel()), bytes, true) ==
-      RoiAlignPath::kPacked)
-    return packed_backward<T>(grad_output, grad_input, table, scratch_budget(bytes));
-  direct_backward<T>(grad_output, grad_input, table);
+  switch (choose_path(table, input_shape, static_cast<double>(grad_output.numel()), bytes, true)) {
+    case RoiAlignPath::kPacked: return packed_backward<kWide, T>(grad_output, grad_input, table, scratch_budget(bytes));
+    case RoiAlignPath::kPackedNarrow:
+      return packed_backward<kNarrow, T>(grad_output, grad_input, table, scratch_budget(bytes));
+    default: return direct_backward<T>(grad_output, grad_input, table);
+  }
 }
 
 }  // namespace
