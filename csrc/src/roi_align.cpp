@@ -824,7 +824,8 @@ void run_forward(const TensorView& input, const TensorView& boxes, const TensorV
   const double bytes = static_cast<double>(input.numel() + boxes.numel() + output.numel()) * sizeof(T);
   if (choose_path(table, input.sizes(), static_cast<double>(output.numel()), bytes, false) == RoiAlignPath::kDirect)
     return direct_forward<T>(input, output, table, image);
-  packed_forward<kWide, T>(input, output, table, scratch_budget(bytes));  // (kPackedNarrow: tests only, see above)
+  // (Also for a forced kPackedNarrow: narrow patches are a backward kernel only, see the cost model.)
+  packed_forward<kWide, T>(input, output, table, scratch_budget(bytes));
 }
 
 template <typename T>
