@@ -9,6 +9,7 @@
 #include <random>
 #include <tuple>
 
+#include "detail/roi_align_geometry.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"
 
@@ -106,6 +107,19 @@ TEST_P(RoiAlignSweep, ForwardAndBackwardMatchNaiveLoops) {
     ASSERT_EQ(roi_align_output_shape(x.view.sizes(), boxes.view.sizes(), p), y.view.sizes());
     roi_align(x.view, boxes.view, y.view, p);
     roi_align_backward(g.view, boxes.view, {B, C, H, W}, gi.view, p);
+    // Each kernel (and the backward's bands of 1 and 3 rows, which cut samples between two tasks) gives the
+    // bits of the automatic choice.
+    for (auto path : {detail::RoiAlignPath::kDirect, detail::RoiAlignPath::kPacked, detail::RoiAlignPath::kPackedNarrow}) {
+      for (int64_t band_rows : {0, 1, 3}) {
+        detail::set_roi_align_path_for_testing(path, band_rows);
+        OwnedTensor<double> y2({K, C, PH, PW}, 99.0), gi2({B, C, H, W}, 99.0);
+        roi_align(x.view, boxes.view, y2.view, p);
+        roi_align_backward(g.view, boxes.view, {B, C, H, W}, gi2.view, p);
+        detail::set_roi_align_path_for_testing(detail::RoiAlignPath::kAuto);
+        EXPECT_EQ(0, std::memcmp(y2.data(), y.data(), y.storage.size() * sizeof(double)));
+        EXPECT_EQ(0, std::memcmp(gi2.data(), gi.data(), gi.storage.size() * sizeof(double)));
+      }
+    }
     std::vector<double> y_ref(y.storage.size(), 0.0), gi_ref(gi.storage.size(), 0.0);
     for (int64_t k = 0; k < K; ++k) {
       const double* box = boxes.data() + k * 5;
@@ -145,29 +159,102 @@ TEST(RoiAlign, AscendWorkedExample) {
     for (int64_t w = 0; w < 6; ++w) EXPECT_EQ(gi[h * 6 + w], row_pairs[h / 2][w / 2]) << h << "," << w;
 }
 
-TEST(RoiAlign, ThreadCountDoesNotChangeBits) {
-  const int64_t B = 2, C = 70, H = 40, W = 33, K = 300;
-  auto x = random_tensor<float>({B, C, H, W}, 1);
+// Runs `check` with every kernel forced (and the automatic choice), restoring the cost model afterwards.
+template <class Check>
+void for_each_path(Check&& check) {
+  for (auto path : {detail::RoiAlignPath::kAuto, detail::RoiAlignPath::kDirect, detail::RoiAlignPath::kPacked,
+                    detail::RoiAlignPath::kPackedNarrow}) {
+    SCOPED_TRACE(::testing::Message() << "path " << static_cast<int>(path));
+    detail::set_roi_align_path_for_testing(path);
+    check();
+  }
+  detail::set_roi_align_path_for_testing(detail::RoiAlignPath::kAuto);
+}
+
+// Every kernel at every thread count gives the bits of the direct kernel at one thread: the kernels sum each
+// element in one order with the same operations, whatever the split (ROI chunks, shared or private patches,
+// bands of rows) the thread count gives. Channel counts cover one direct group, a partial one, one lane
+// block, partial blocks.
+TEST(RoiAlign, ThreadCountAndKernelDoNotChangeBits) {
+  const int64_t B = 2, H = 40, W = 33, K = 300;
   OwnedTensor<float> boxes({K, 5});
   const std::vector<double> b = make_boxes(K, B, 2);
   for (size_t i = 0; i < b.size(); ++i) boxes.storage[i] = static_cast<float>(b[i] * (i % 5 == 0 ? 1.0 : 1.5));
   RoiAlignParams p;
   p.pooled_height = 5;
   p.pooled_width = 6;
-  auto g = random_tensor<float>({K, C, 5, 6}, 3);
-  std::vector<std::vector<float>> outs, grads;
-  for (int threads : {1, 2, 3}) {
-    set_num_threads(threads);
-    OwnedTensor<float> y({K, C, 5, 6}), gi({B, C, H, W});
-    roi_align(x.view, boxes.view, y.view, p);
-    roi_align_backward(g.view, boxes.view, {B, C, H, W}, gi.view, p);
-    outs.push_back(y.storage);
-    grads.push_back(gi.storage);
+  for (int64_t C : {1, 3, 5, 16, 70}) {
+    SCOPED_TRACE(::testing::Message() << "C=" << C);
+    auto x = random_tensor<float>({B, C, H, W}, 1);
+    auto g = random_tensor<float>({K, C, 5, 6}, 3);
+    std::vector<std::vector<float>> outs, grads;
+    for_each_path([&] {
+      for (int threads : {1, 2, 3, 7}) {
+        set_num_threads(threads);
+        OwnedTensor<float> y({K, C, 5, 6}), gi({B, C, H, W});
+        roi_align(x.view, boxes.view, y.view, p);
+        roi_align_backward(g.view, boxes.view, {B, C, H, W}, gi.view, p);
+        outs.push_back(y.storage);
+        grads.push_back(gi.storage);
+      }
+      set_num_threads(0);
+    });
+    for (size_t i = 1; i < outs.size(); ++i) {
+      EXPECT_EQ(std::memcmp(outs[i].data(), outs[0].data(), outs[0].size() * sizeof(float)), 0) << "run " << i;
+      EXPECT_EQ(std::memcmp(grads[i].data(), grads[0].data(), grads[0].size() * sizeof(float)), 0) << "run " << i;
+    }
   }
-  set_num_threads(0);
-  for (size_t i = 1; i < outs.size(); ++i) {
-    EXPECT_EQ(std::memcmp(outs[i].data(), outs[0].data(), outs[0].size() * sizeof(float)), 0);
-    EXPECT_EQ(std::memcmp(grads[i].data(), grads[0].data(), grads[0].size() * sizeof(float)), 0);
+}
+
+// The kernels on shapes at their edges: a 1x1 plane, one row, one column, a box on the last row and column
+// (its samples' two corner rows coincide), many images with few ROIs, ROIs of one image only. Each forced
+// kernel, with the backward's bands of 1 row, against the naive loops.
+TEST(RoiAlign, EdgeShapesMatchNaiveLoopsInEveryKernel) {
+  struct Shape {
+    int64_t B, C, H, W;
+    std::vector<double> boxes;
+  };
+  const std::vector<Shape> shapes = {
+      {1, 3, 1, 1, {0, -1, -1, 2, 2, 0, 0, 0, 0.5, 0.5}},
+      {2, 17, 1, 9, {1, 0, 0, 8, 1, 1, 2, -1, 9, 3, 0, 4, 0, 4.5, 0.7}},
+      {1, 5, 9, 1, {0, 0, 0, 1, 8, 0, -2, 3, 2, 12}},
+      {1, 4, 6, 7, {0, 5, 4, 7.5, 6.5, 0, 6, 5, 6, 5, 0, 0, 0, 7, 6}},
+      {5, 20, 8, 8, {3, 1, 1, 6, 6, 3, 0, 2, 7, 5}},
+  };
+  RoiAlignParams p;
+  p.pooled_height = 3;
+  p.pooled_width = 2;
+  p.sampling_ratio = 0;
+  for (const Shape& sh : shapes) {
+    const int64_t K = static_cast<int64_t>(sh.boxes.size() / 5), B = sh.B, C = sh.C, H = sh.H, W = sh.W;
+    SCOPED_TRACE(::testing::Message() << B << "x" << C << "x" << H << "x" << W);
+    auto x = random_tensor<double>({B, C, H, W}, 11);
+    auto g = random_tensor<double>({K, C, 3, 2}, 12);
+    OwnedTensor<double> boxes({K, 5});
+    set_values(boxes, sh.boxes);
+    std::vector<double> y_ref(static_cast<size_t>(K * C * 6), 0.0), gi_ref(static_cast<size_t>(B * C * H * W), 0.0);
+    for (int64_t k = 0; k < K; ++k) {
+      const double* box = boxes.data() + k * 5;
+      const int64_t b = static_cast<int64_t>(std::floor(box[0]));
+      for (int64_t ph = 0; ph < 3; ++ph)
+        for (int64_t pw = 0; pw < 2; ++pw)
+          naive_bin(box, H, W, ph, pw, p, [&](int64_t h, int64_t w, double weight) {
+            for (int64_t c = 0; c < C; ++c) {
+              const int64_t o = ((k * C + c) * 3 + ph) * 2 + pw, i = ((b * C + c) * H + h) * W + w;
+              y_ref[o] += weight * x[i];
+              gi_ref[i] += weight * g[o];
+            }
+          });
+    }
+    for (auto path : {detail::RoiAlignPath::kDirect, detail::RoiAlignPath::kPacked, detail::RoiAlignPath::kPackedNarrow}) {
+      detail::set_roi_align_path_for_testing(path, 1);
+      OwnedTensor<double> y({K, C, 3, 2}, 99.0), gi({B, C, H, W}, 99.0);
+      roi_align(x.view, boxes.view, y.view, p);
+      roi_align_backward(g.view, boxes.view, {B, C, H, W}, gi.view, p);
+      detail::set_roi_align_path_for_testing(detail::RoiAlignPath::kAuto);
+      testing::expect_all_near(y.storage, y_ref, 1e-12);
+      testing::expect_all_near(gi.storage, gi_ref, 1e-12);
+    }
   }
 }
 
@@ -255,6 +342,7 @@ TEST(RoiAlign, EmptyInputsGiveShapedZeros) {
 }
 
 TEST(RoiAlign, StridedInputsAndOutputs) {
+  for_each_path([] {
   auto x = random_tensor<double>({2, 5, 9, 10}, 7);
   OwnedTensor<double> boxes({4, 5});
   set_values(boxes, std::vector<double>{1, 0.5, 1, 7, 8, 0, -2, 3, 4, 12, 1, 3, 3, 3.5, 3.2, 0, 1, 1, 9, 9});
@@ -289,6 +377,16 @@ TEST(RoiAlign, StridedInputsAndOutputs) {
   roi_align_backward(g.view, boxes.view, {2, 5, 9, 10}, gi.view, p);
   roi_align_backward(gf.view, boxes_view, {2, 5, 9, 10}, gi2.view, p);
   EXPECT_EQ(gi.storage, gi2.storage);
+  // grad_input with padded rows and reversed columns (each kernel zero-fills and writes through the strides).
+  std::vector<double> padded(static_cast<size_t>(2 * 5 * 9 * 12), -7.0);
+  TensorView gi_strided(padded.data() + 10, DType::kFloat64, {2, 5, 9, 10}, {5 * 9 * 12, 9 * 12, 12, -1});
+  roi_align_backward(g.view, boxes.view, {2, 5, 9, 10}, gi_strided, p);
+  for (int64_t i = 0; i < gi.numel(); ++i) {
+    const int64_t w = i % 10, row = i / 10;
+    EXPECT_EQ(padded[static_cast<size_t>(row * 12 + 10 - w)], gi[i]);
+  }
+  for (int64_t row = 0; row < 2 * 5 * 9; ++row) EXPECT_EQ(padded[static_cast<size_t>(row * 12 + 11)], -7.0);
+  });
 }
 
 TEST(RoiAlign, ValidationErrors) {

@@ -1,10 +1,13 @@
 import itertools
+import textwrap
+import time
 
 import numpy as np
 import pytest
 
 import spatialgrad as sg
-from helpers import assert_adjoint, negative_strided, non_contiguous, requires_torch, same_bits_for_thread_counts, tol, torch
+from helpers import (assert_adjoint, negative_strided, non_contiguous, requires_torch, run_probe,
+                     same_bits_for_thread_counts, tol, torch)
 
 if torch is not None:
     from torchvision.ops import roi_align as tv_roi_align
@@ -159,6 +162,153 @@ def test_box_far_larger_than_the_image_is_fast_and_exact(rng):
     gi = sg.roi_align_backward(g, boxes, x.shape, 2, 2, 1.0, 0, True)
     assert np.vdot(gi, x) == pytest.approx(float(y.sum()), rel=1e-12)
     assert 0 < abs(y[0, 0, 1, 1]) < 1e-9
+
+
+# ---- issue 31: the shapes users run, each kernel, bounded memory, cost linear in the work ----------------------
+
+def image_boxes(rng, num_boxes, num_images, height, width, smallest, largest):
+    """Boxes of smallest..largest pixels per side inside a height x width image (image coordinates)."""
+    wh = np.minimum(rng.uniform(smallest, largest, (num_boxes, 2)), [width, height])
+    xy = rng.uniform(0, [width, height] - wh)
+    batch = rng.integers(0, num_images, num_boxes)
+    return np.concatenate([batch[:, None], xy, xy + wh], 1).astype(np.float32)
+
+
+# (input shape, boxes, box sides in image pixels, pooled size, sampling_ratio, spatial_scale, aligned): shapes
+# the cost model (docs/design.md, issue 31: roi_align) gives to each kernel.
+KERNEL_SHAPES = [
+    ((1, 3, 400, 400), 32, (10, 300), 14, 2, 1.0, False),  # crops from an image: direct
+    ((1, 1, 1500, 1500), 6, (4, 24), 7, 0, 1.0, True),  # a few small crops of a large plane: direct
+    ((2, 64, 40, 40), 200, (16, 400), 7, 0, 1 / 16, True),  # a feature level of a detector: packed
+    ((1, 16, 60, 60), 400, (2, 30), 7, 2, 1.0, False),  # one lane block, one image: packed, shared patches
+]
+
+
+@requires_torch
+@pytest.mark.parametrize("case", KERNEL_SHAPES, ids=lambda c: "x".join(map(str, c[0])))
+def test_parity_and_thread_bits_on_the_shapes_of_each_kernel(case, rng):
+    shape, num_boxes, (smallest, largest), pooled, ratio, scale, aligned = case
+    x = rng.standard_normal(shape).astype(np.float32)
+    boxes = image_boxes(rng, num_boxes, shape[0], shape[2] / scale, shape[3] / scale, smallest, largest)
+    g = rng.standard_normal((num_boxes, shape[1], pooled, pooled)).astype(np.float32)
+    y_ref, gi_ref = torch_reference(x, boxes, g, pooled, scale, ratio if ratio > 0 else -1, aligned)
+    run = lambda: (sg.roi_align(x, boxes, pooled, scale, ratio, aligned),  # noqa: E731
+                   sg.roi_align_backward(g, boxes, shape, pooled, pooled, scale, ratio, aligned))
+    y, gi = run()
+    np.testing.assert_allclose(y, y_ref, **tol(np.float32))
+    np.testing.assert_allclose(gi, gi_ref, **tol(np.float32))
+    same_bits_for_thread_counts(run, (1, 2, 3))
+
+
+LARGE_PLANE_PROBE = """
+import resource, numpy as np, spatialgrad as sg
+
+def address_space():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) * 1024
+
+def limit_scratch(output_bytes, in_out_bytes):
+    # Address space for what is mapped now, the output, and the scratch bound of docs/operators.md.
+    limit = address_space() + output_bytes + max(64 << 20, in_out_bytes // 4)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
+
+def unlimit():
+    resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+sg.set_num_threads(2)
+N = 20000
+# Sides of 7 * 64 pixels (but the last box): every sample position and weight is exact in float32, near 0 as
+# near 20000, so the crops below give the same bits.
+boxes = np.array([[0, 100, 100, 548, 548], [0, 19000, 50, 19448, 498], [0, 5000, 19000, 5448, 19448],
+                  [0, 10, 10, 19990, 19990]], np.float32)
+x = np.zeros((1, 1, N, N), np.float32)  # 1.6 GB
+x[0, 0, ::7, ::5] = 1
+# References from crops around each box (the boxes moved by whole pixels: the same sample positions).
+crops = [(0, 0, 1024, 1024), (0, 18900, 1024, 20000), (18500, 4900, 20000, 5700)]
+refs = []
+for (r0, c0, r1, c1), box in zip(crops, boxes[:3]):
+    moved = box - np.array([0, c0, r0, c0, r0], np.float32)
+    refs.append(sg.roi_align(np.ascontiguousarray(x[:, :, r0:r1, c0:c1]), moved[None], 7, 1.0, 2, True))
+limit_scratch(4 * 49 * 4, x.nbytes + boxes.nbytes + 4 * 49 * 4)
+y = sg.roi_align(x, boxes, 7, 1.0, 2, True)
+unlimit()
+print("forward", y.shape, all(np.array_equal(y[i], refs[i][0]) for i in range(3)), y[3].any())
+del x
+g = np.ones_like(y)
+g_refs = [sg.roi_align_backward(g[i:i + 1], (boxes[i] - np.array([0, c0, r0, c0, r0], np.float32))[None],
+                                (1, 1, r1 - r0, c1 - c0), 7, 7, 1.0, 2, True)
+          for i, (r0, c0, r1, c1) in enumerate(crops)]
+limit_scratch(4 * N * N, 4 * N * N + g.nbytes + boxes.nbytes)
+gi = sg.roi_align_backward(g[:3], boxes[:3], (1, 1, N, N), 7, 7, 1.0, 2, True)
+unlimit()
+same = all(np.array_equal(gi[:, :, r0:r1, c0:c1], ref) for (r0, c0, r1, c1), ref in zip(crops, g_refs))
+outside = gi.copy(); [outside[:, :, r0:r1, c0:c1].fill(0) for (r0, c0, r1, c1) in crops]
+print("backward", gi.shape, same, not outside.any())
+"""
+
+
+def test_a_20000_squared_plane_runs_within_the_scratch_bound():
+    # PyTorch runs these; before issue 31 the forward packed the sampled region (here the whole plane) 16
+    # channels wide, 25.6 GB, and the backward kept such a patch per thread. Both now run under an address space
+    # limit of what is mapped + the output + max(64 MiB, 25% of inputs and outputs), and give the values of the
+    # same boxes on crops of the plane.
+    result = run_probe(textwrap.dedent(LARGE_PLANE_PROBE), timeout=180)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "forward (4, 1, 7, 7) True True" in result.stdout, result.stdout
+    assert "backward (1, 1, 20000, 20000) True True" in result.stdout, result.stdout
+
+
+def cpu_seconds(fn, repeats=7):
+    """The least CPU time of the calling thread over `repeats` calls (one kernel thread: robust to a busy machine)."""
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.thread_time()
+        fn()
+        best = min(best, time.thread_time() - start)
+    return best
+
+
+@pytest.fixture
+def one_thread():
+    sg.set_num_threads(1)
+    yield
+    sg.set_num_threads(0)
+
+
+def test_with_the_boxes_fixed_a_larger_plane_adds_only_the_zero_fill(rng, one_thread):
+    # 256 boxes of 4-64 px spread over a 256^2 and a 2048^2 image (64x the plane, the same samples). Before
+    # issue 31 the kernels packed the images' sampled regions, here the whole planes: 64x the cost.
+    boxes = image_boxes(rng, 256, 1, 256, 256, 4, 64)
+    no_samples = boxes.copy()
+    no_samples[:, 1:] = np.nan  # the same calls without samples: only the zero-fill of grad_input remains
+    times = {}
+    for side in (256, 2048):
+        x = rng.standard_normal((1, 3, side, side)).astype(np.float32)
+        g = rng.standard_normal((256, 3, 7, 7)).astype(np.float32)
+        spread = boxes.copy()  # each box moved by whole pixels anywhere in the image
+        spread[:, 1:] += np.tile(np.floor(rng.uniform(0, side - 255, (256, 2))), 2).astype(np.float32)
+        times["forward", side] = cpu_seconds(lambda: sg.roi_align(x, spread, 7, 1.0, 2, True))
+        times["backward", side] = cpu_seconds(lambda: sg.roi_align_backward(g, spread, x.shape, 7, 7, 1.0, 2, True))
+        times["fill", side] = cpu_seconds(lambda: sg.roi_align_backward(g, no_samples, x.shape, 7, 7, 1.0, 2, True))
+    # (Margins for a busy machine: the zero-fill of 50 MB alone varies 2x.)
+    assert times["forward", 2048] < 3 * times["forward", 256], times
+    assert times["backward", 2048] < 2 * times["fill", 2048] + 3 * times["backward", 256], times
+
+
+def test_with_the_plane_fixed_the_cost_follows_the_boxes(rng, one_thread):
+    x = rng.standard_normal((1, 3, 512, 512)).astype(np.float32)
+    boxes = image_boxes(rng, 1024, 1, 512, 512, 4, 128)
+    g = rng.standard_normal((1024, 3, 7, 7)).astype(np.float32)
+    few = {d: cpu_seconds(f) for d, f in [("forward", lambda: sg.roi_align(x, boxes[:256], 7, 1.0, 2, True)),
+                                          ("backward", lambda: sg.roi_align_backward(g[:256], boxes[:256], x.shape,
+                                                                                     7, 7, 1.0, 2, True))]}
+    many = {d: cpu_seconds(f) for d, f in [("forward", lambda: sg.roi_align(x, boxes, 7, 1.0, 2, True)),
+                                           ("backward", lambda: sg.roi_align_backward(g, boxes, x.shape, 7, 7, 1.0,
+                                                                                      2, True))]}
+    assert many["forward"] < 8 * few["forward"], (few, many)  # 4x the boxes: 4x the work
+    assert many["backward"] < 8 * few["backward"], (few, many)  # (plus the same zero-fill)
 
 
 # ---- validation: one test per rule of docs/operators.md (RoIAlign) ---------------------------------------------------------------------

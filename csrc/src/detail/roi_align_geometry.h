@@ -21,6 +21,16 @@
 
 namespace spatialgrad::detail {
 
+// The kernels of a call (docs/design.md, issue 31's shape-aware strategies: roi_align): kDirect reads and
+// writes the planes themselves, a few channels at a time; kPacked goes through channel-interleaved patches of
+// an image's sampled region, 64 bytes per pixel (16 floats), kPackedNarrow 16 bytes (4 floats: for few
+// channels; the backward only, the forward takes kPacked). kAuto: the cost model in roi_align.cpp chooses. All
+// sum every element in the same order with the same operations, so they give the same bits.
+enum class RoiAlignPath { kAuto, kDirect, kPacked, kPackedNarrow };
+// Tests only: every later call takes `path` (kAuto restores the cost model) and, when band_rows > 0, cuts the
+// backward's planes into bands of that many rows. Not synchronised.
+void set_roi_align_path_for_testing(RoiAlignPath path, int64_t band_rows = 0);
+
 // One sample along one axis: its two neighbouring pixels (equal at the far edge) and their weights.
 template <class Acc>
 struct RoiTap {
@@ -80,6 +90,16 @@ inline void candidate_samples(const RoiAxis<Acc>& axis, Acc base, int64_t size, 
   last = 0;
   const double step = static_cast<double>(axis.bin) / axis.grid;
   double lo = 0, hi = axis.grid - 1;
+  // The common case first: a bin inside [0, size - 1] has every sample in [-1, size] (its first sample is
+  // at base + step / 2 >= 0, its last at base + bin - step / 2 <= size - 1; rounding moves them by far less
+  // than a pixel). The general test below costs several divisions; the table of a call was 15% of a
+  // 3-channel forward (measured).
+  const double b0 = static_cast<double>(base);
+  if (step > 0 && b0 >= 0 && b0 + static_cast<double>(axis.bin) <= static_cast<double>(size - 1)) {
+    first = 0;
+    last = static_cast<int64_t>(std::min(hi, kMaxSampleIndex));
+    return;
+  }
   if (step != 0) {
     const double b = static_cast<double>(base);
     double from = (-1.0 - b) / step - 0.5, to = (static_cast<double>(size) - b) / step - 0.5;
@@ -123,8 +143,9 @@ struct RoiTable {
   std::vector<RoiTap<Acc>> y_taps, x_taps;
   // ROIs grouped by image in their original order: order[image_first[b] .. image_first[b + 1]).
   std::vector<int64_t> image_first, order;
-  std::vector<RoiRegion> region;  // per image: the pixels any of its samples touches
-  int64_t samples = 0;            // contributing samples over all ROIs (a work estimate)
+  std::vector<RoiRegion> region;      // per image: the pixels any of its samples touches
+  std::vector<RoiRegion> roi_region;  // per ROI: the pixels its samples touch (empty: none contributes)
+  int64_t samples = 0;                // contributing samples over all ROIs (a work estimate)
 };
 
 // Appends the taps of bin p of one axis; widens [px_lo, px_hi] by the pixels they touch.
@@ -138,9 +159,13 @@ inline void append_taps(const RoiAxis<Acc>& axis, int64_t p, int64_t size, std::
   candidate_samples(axis, base, size, first, last);
   for (int64_t i = first; i <= last; ++i) {
     const Acc coord = base + static_cast<Acc>(static_cast<double>(i) + 0.5) * axis.bin / grid;
-    RoiTap<Acc> tap;
-    if (!bilinear_tap(coord, size, tap)) continue;
-    taps.push_back(tap);
+    // Written in place: a tap built on the stack and copied in took 40% of the table's time (its 16-byte
+    // copy read two 8-byte stores: a store-forwarding stall).
+    RoiTap<Acc>& tap = taps.emplace_back();
+    if (!bilinear_tap(coord, size, tap)) {
+      taps.pop_back();
+      continue;
+    }
     px_lo = std::min(px_lo, tap.lo);
     px_hi = std::max(px_hi, tap.hi);
   }
@@ -180,6 +205,7 @@ RoiTable<Acc> build_roi_table(const char* op, const TensorView& boxes, const std
   table.y_first.reserve(static_cast<size_t>(num_rois * ph_count + 1));
   table.x_first.reserve(static_cast<size_t>(num_rois * pw_count + 1));
   table.region.assign(static_cast<size_t>(num_images), RoiRegion{});
+  table.roi_region.assign(static_cast<size_t>(num_rois), RoiRegion{});
   std::vector<bool> seen(static_cast<size_t>(num_images), false);
   const T* data = boxes.data<T>();
   const int64_t s0 = boxes.stride(0), s1 = boxes.stride(1);
@@ -223,6 +249,7 @@ RoiTable<Acc> build_roi_table(const char* op, const TensorView& boxes, const std
       std::fill(table.x_first.end() - pw_count, table.x_first.end(), static_cast<int64_t>(x_before));
       continue;
     }
+    table.roi_region[static_cast<size_t>(k)] = RoiRegion{row_lo, row_hi + 1, col_lo, col_hi + 1};
     const size_t b = static_cast<size_t>(image[static_cast<size_t>(k)]);
     RoiRegion& r = table.region[b];
     if (!seen[b]) {
