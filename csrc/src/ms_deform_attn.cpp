@@ -394,8 +394,30 @@ class DirectValue {
   std::vector<Acc> zeros_, local_;
 };
 
+// A band of a slice's pixels [first, last) along S, made of whole image rows.
+struct Band {
+  int64_t first, last;
+};
+
+// Cuts S into bands of whole image rows, each of at most max_pixels pixels (or one image row).
+std::vector<Band> pixel_bands(const Problem& pb, int64_t max_pixels) {
+  std::vector<Band> bands;
+  Band band{0, 0};
+  for (const DeformLevel& level : pb.level_table) {
+    for (int64_t y = 0; y < level.height; ++y) {
+      if (band.last > band.first && band.last - band.first + level.width > max_pixels) {
+        bands.push_back(band);
+        band = {band.last, band.last};
+      }
+      band.last += level.width;
+    }
+  }
+  bands.push_back(band);
+  return bands;
+}
+
 // The gradient rows of the pair a thread works on, accumulated in a padded buffer and written to
-// grad_value by finish().
+// grad_value by finish() (the packed strategy: one band, the whole slice).
 template <class T, class Acc>
 class PaddedGrads {
  public:
@@ -404,7 +426,7 @@ class PaddedGrads {
         layout_(layout),
         channels_(channels),
         buffer_(static_cast<size_t>(layout.rows * channels)) {}
-  void prepare(int64_t b, int64_t h) {
+  void prepare(int64_t b, int64_t h, const Band&) {
     std::fill(buffer_.begin(), buffer_.end(), Acc(0));
     slice_ = slice_of<T>(grad_value_, b, h);
   }
@@ -421,6 +443,75 @@ class PaddedGrads {
   std::vector<Acc> buffer_;
 };
 
+// A level's gradient rows within a band of a pair's pixels, in a buffer of the band's rows: the corners
+// outside the level or the band go to four rows whose contents are discarded.
+template <class Acc>
+struct BandRows {
+  Acc* buffer;          // the band's first pixel
+  int64_t origin;       // the level's pixel (0, 0) from there, in elements (negative before the band)
+  LevelGrid grid;       // x_step C
+  int64_t top, bottom;  // the level's image rows in the band: [top, bottom)
+  Acc* discard;
+  int64_t channels;
+  SPATIALGRAD_INLINE void corners(int64_t hl, int64_t wl, Acc* (&rows)[4]) const {
+    int64_t at[4];
+    bool inside[4];
+    grid.corners(hl, wl, at, inside);
+    const bool upper = hl >= top && hl < bottom, lower = hl + 1 >= top && hl + 1 < bottom;
+    const bool in_band[4] = {upper, upper, lower, lower};
+    for (int k = 0; k < 4; ++k) rows[k] = inside[k] && in_band[k] ? buffer + (origin + at[k]) : discard + k * channels;
+  }
+  static constexpr bool kPrefetch = false;  // a band's buffer: bounded, mostly in cache
+  SPATIALGRAD_INLINE void prefetch(int64_t, int64_t) const {}
+};
+
+// The gradient rows of a band of the pair a thread works on, accumulated in a buffer (float32 for the half
+// types) and written to grad_value by finish(): the direct strategy where the gradient cannot be added in
+// place (float16/bfloat16, a channel stride other than 1). The bands keep the buffers within the scratch
+// bound whatever S; every band's task visits all the pair's points in the same order and adds only the
+// corners in its band, so each row is summed as without bands.
+template <class T, class Acc>
+class BandGrads {
+ public:
+  BandGrads(const TensorView& grad_value, const Problem& pb, int64_t band_pixels)
+      : grad_value_(grad_value),
+        levels_(pb.level_table),
+        channels_(pb.channels),
+        buffer_(static_cast<size_t>(band_pixels * pb.channels)),
+        discard_(static_cast<size_t>(4 * pb.channels)) {}
+  void prepare(int64_t b, int64_t h, const Band& band) {
+    band_ = band;
+    slice_ = slice_of<T>(grad_value_, b, h);
+    std::fill(buffer_.begin(), buffer_.begin() + (band.last - band.first) * channels_, Acc(0));
+  }
+  BandRows<Acc> rows(int64_t l) {
+    const DeformLevel& level = levels_[static_cast<size_t>(l)];
+    const int64_t W = level.width, end = level.start + level.height * W;
+    auto image_row = [&](int64_t pixel) { return (std::clamp(pixel, level.start, end) - level.start) / W; };
+    return {buffer_.data(),
+            (level.start - band_.first) * channels_,
+            LevelGrid{channels_, W * channels_, level.height, W},
+            image_row(band_.first),
+            image_row(band_.last),
+            discard_.data(),
+            channels_};
+  }
+  void finish() const {
+    for (int64_t s = band_.first; s < band_.last; ++s) {
+      detail::store_row(buffer_.data() + (s - band_.first) * channels_, channels_, slice_.data + s * slice_.row_step,
+                        slice_.channel_step);
+    }
+  }
+
+ private:
+  const TensorView& grad_value_;
+  const std::vector<DeformLevel>& levels_;
+  int64_t channels_;
+  Band band_{};
+  Slice<T> slice_{};
+  std::vector<Acc> buffer_, discard_;
+};
+
 // The gradient rows of the pair a thread works on, added into grad_value in place (T == Acc, unit channel
 // stride; zeroed before the kernel runs: zero_rows).
 template <class Acc>
@@ -428,7 +519,7 @@ class TensorGrads {
  public:
   TensorGrads(const TensorView& grad_value, const Problem& pb)
       : grad_value_(grad_value), levels_(pb.level_table), discard_(static_cast<size_t>(4 * pb.channels)) {}
-  void prepare(int64_t b, int64_t h) { slice_ = slice_of<Acc>(grad_value_, b, h); }
+  void prepare(int64_t b, int64_t h, const Band&) { slice_ = slice_of<Acc>(grad_value_, b, h); }
   TensorRows<Acc> rows(int64_t l) {
     const DeformLevel& level = levels_[static_cast<size_t>(l)];
     const int64_t channels = static_cast<int64_t>(discard_.size()) / 4;
@@ -525,6 +616,7 @@ void gather_pair_points(const PointArgs<T>& args, int64_t b, int64_t h, int64_t 
 // ---- the strategy of a call ---------------------------------------------------------------------------------
 
 std::atomic<detail::DeformAttnStrategy> forced_strategy{detail::DeformAttnStrategy::kAuto};
+std::atomic<int64_t> forced_band_pixels{0};
 
 // The scratch bound of a call whose inputs and outputs take in_out_bytes (docs/operators.md).
 constexpr int64_t kScratchFloorBytes = int64_t{64} << 20;
@@ -568,6 +660,7 @@ constexpr int64_t kL2Bytes = int64_t{2} << 20;  // per core, on the development 
 struct Plan {
   bool packed;
   int64_t grain;
+  int64_t band_pixels = 0;  // backward, direct, gradient in bands: their size (at most)
 };
 
 // What the choice reads besides the problem.
@@ -605,22 +698,27 @@ Plan plan_forward(const Problem& pb, const PaddedLayout& layout, const CallFacts
           grain_for(block_points * (kForwardCostPerChannel * pb.channels + kForwardCostPerPoint) + packing + 1)};
 }
 
-// In place, the direct strategy adds the gradient into grad_value itself (else into a padded buffer).
+// In place, the direct strategy adds the gradient into grad_value itself; else into bands of at most
+// band_pixels pixels, sized so that a buffer per thread keeps within the bound.
 Plan plan_backward(const Problem& pb, const PaddedLayout& layout, const CallFacts& facts) {
-  const int64_t pairs = pb.batch * pb.heads;
-  const int64_t buffer_bytes = std::max<int64_t>(layout.rows * pb.channels * facts.acc_bytes, 1);
+  const int64_t buffer_bytes = layout.rows * pb.channels * facts.acc_bytes;
   const double min_points_per_pixel =
       2 * buffer_bytes <= kL2Bytes ? kBackwardPackMinPointsPerPixelInL2 : kBackwardPackMinPointsPerPixel;
-  const bool packed = pack_pays(pb, layout, min_points_per_pixel, 2, pairs, facts);
+  Plan plan{pack_pays(pb, layout, min_points_per_pixel, 2, pb.batch * pb.heads, facts), 0, 0};
+  double slice_rows = 0;  // rows of pair buffers a task packs, zeroes or writes out
+  if (plan.packed) {
+    slice_rows = kBackwardSlicePasses * static_cast<double>(layout.rows);
+  } else if (!facts.in_place) {
+    const int64_t forced = forced_band_pixels.load(std::memory_order_relaxed);
+    const int64_t pixel_bytes = std::max<int64_t>(pb.channels * facts.acc_bytes, 1);
+    plan.band_pixels = forced > 0 ? forced : scratch_bound(facts.in_out_bytes) / get_num_threads() / pixel_bytes;
+    plan.band_pixels = std::max<int64_t>(plan.band_pixels, 1);
+    slice_rows = (kBackwardSlicePasses - 1) * static_cast<double>(std::min(plan.band_pixels, pb.spatial));
+  }
   const double points = static_cast<double>(pb.queries) * pb.levels * pb.points;
-  const double slice = static_cast<double>(layout.rows) * pb.channels;
-  const int64_t passes = packed ? kBackwardSlicePasses : facts.in_place ? 0 : kBackwardSlicePasses - 1;
-  const int64_t grain =
-      grain_for(points * (kBackwardCostPerChannel * pb.channels + kBackwardCostPerPoint) + passes * slice + 1);
-  if (packed || facts.in_place) return {packed, grain};
-  // A padded gradient buffer per task: only as many tasks at once as the bound holds.
-  const int64_t at_once = std::max<int64_t>(scratch_bound(facts.in_out_bytes) / buffer_bytes, 1);
-  return {false, std::max(grain, (pairs + at_once - 1) / at_once)};
+  plan.grain = grain_for(points * (kBackwardCostPerChannel * pb.channels + kBackwardCostPerPoint) +
+                         slice_rows * pb.channels + 1);
+  return plan;
 }
 
 // ---- forward ------------------------------------------------------------------------------------------------
@@ -966,31 +1064,32 @@ SG_SIMD_CLONES void backward_level(int64_t channels, int64_t points_per_query, i
   }
 }
 
-// One task per (b, h): it owns grad_value[b, :, h, :] and the location and weight gradients of that pair,
-// and walks the levels, queries and points in a fixed order, so no atomics are needed and any thread
-// count gives the same bits. The value rows and the gradient rows come from sources per thread
-// (make_value(), make_grads()). T and PT as in forward_items (grad_output and grad_value are T, the
-// other gradients PT).
+// One task per (b, h) pair and band of its pixels: it owns grad_value[b, band, h, :] (and, in the first band,
+// the location and weight gradients of the pair), and walks the levels, queries and points in a fixed order,
+// so no atomics are needed and any thread count gives the same bits. The value rows and the gradient rows
+// come from sources per thread (make_value(), make_grads()). T and PT as in forward_items (grad_output and
+// grad_value are T, the other gradients PT).
 template <class T, class PT, class MakeValue, class MakeGrads>
 void backward_pairs(const Problem& pb, const PointArgs<PT>& args, const GradPointArgs<PT>& out,
-                    const TensorView& grad_output, int64_t grain, const MakeValue& make_value,
-                    const MakeGrads& make_grads) {
+                    const TensorView& grad_output, const std::vector<Band>& bands, int64_t grain,
+                    const MakeValue& make_value, const MakeGrads& make_grads) {
   using Acc = AccType<T>;
   const int64_t C = pb.channels, Q = pb.queries, L = pb.levels, P = pb.points;
+  const int64_t n_bands = static_cast<int64_t>(bands.size());
   int64_t max_height = 0;
   for (const DeformLevel& level : pb.level_table) max_height = std::max(max_height, level.height);
-  // One pair per chunk: few, long tasks, so a late thread's pairs go to the others (parallel.h).
-  parallel_chunks(0, pb.batch * pb.heads, grain, 1, [&](ChunkQueue& queue) {
+  // One task per chunk: few, long tasks, so a late thread's tasks go to the others (parallel.h).
+  parallel_chunks(0, pb.batch * pb.heads * n_bands, grain, 1, [&](ChunkQueue& queue) {
     auto value = make_value();
     auto grads = make_grads();
     std::vector<Acc> g(static_cast<size_t>(Q * C));  // grad_output[b, :, h, :]
     LevelScratch<Acc> scratch(max_height);
     std::vector<Acc> points(static_cast<size_t>(3 * Q * L * P)), point_grads(points.size());
     for (int64_t lo, hi; queue.next(lo, hi);) {
-      for (int64_t pair = lo; pair < hi; ++pair) {
-        const int64_t b = pair / pb.heads, h = pair % pb.heads;
+      for (int64_t task = lo; task < hi; ++task) {
+        const int64_t pair = task / n_bands, band = task % n_bands, b = pair / pb.heads, h = pair % pb.heads;
         value.prepare(b, h);
-        grads.prepare(b, h);
+        grads.prepare(b, h, bands[static_cast<size_t>(band)]);
         pack_grad_output_slice<T>(grad_output, b, h, Q, C, g.data());
         gather_pair_points(args, b, h, 0, Q, L, points.data());
         // Level by level, so the rows one pass touches are those of one level (less cache pressure);
@@ -1001,7 +1100,7 @@ void backward_pairs(const Problem& pb, const PointArgs<PT>& args, const GradPoin
           backward_level(C, P, Q, level.height, level.width, value.rows(l), grads.rows(l), g.data(),
                          points.data() + 3 * l * Q * P, point_grads.data() + 3 * l * Q * P, scratch);
         }
-        scatter_pair_grads(out, b, h, Q, L, P, point_grads.data());
+        if (band == 0) scatter_pair_grads(out, b, h, Q, L, P, point_grads.data());
         grads.finish();
       }
     }
@@ -1024,22 +1123,26 @@ void backward_kernel(const Problem& pb, const BackwardViews& t, int64_t in_out_b
   const bool in_place = std::is_same_v<T, Acc> && t.value.stride(3) == 1 && t.grad_value.stride(3) == 1;
   const bool compact = in_place && t.value.stride(1) == C && t.grad_value.stride(1) == C;
   const Plan plan = plan_backward(pb, layout, {sizeof(Acc), in_out_bytes, in_place, compact});
-  auto padded_grads = [&] { return PaddedGrads<T, Acc>(t.grad_value, layout, C); };
+  const std::vector<Band> whole{Band{0, pb.spatial}};
   if (plan.packed) {
     return backward_pairs<T>(
-        pb, args, out, t.grad_output, plan.grain, [&] { return PackedValue<T, Acc>(t.value, layout, C); },
-        padded_grads);
+        pb, args, out, t.grad_output, whole, plan.grain, [&] { return PackedValue<T, Acc>(t.value, layout, C); },
+        [&] { return PaddedGrads<T, Acc>(t.grad_value, layout, C); });
   }
   if constexpr (std::is_same_v<T, Acc>) {
     if (in_place) {
       zero_rows<T>(t.grad_value);
       return backward_pairs<T>(
-          pb, args, out, t.grad_output, plan.grain, [&] { return DirectValue<T, Acc, true>(t.value, pb); },
+          pb, args, out, t.grad_output, whole, plan.grain, [&] { return DirectValue<T, Acc, true>(t.value, pb); },
           [&] { return TensorGrads<Acc>(t.grad_value, pb); });
     }
   }
+  const std::vector<Band> bands = pixel_bands(pb, plan.band_pixels);
+  int64_t widest = 0;
+  for (const Band& band : bands) widest = std::max(widest, band.last - band.first);
   backward_pairs<T>(
-      pb, args, out, t.grad_output, plan.grain, [&] { return DirectValue<T, Acc, false>(t.value, pb); }, padded_grads);
+      pb, args, out, t.grad_output, bands, plan.grain, [&] { return DirectValue<T, Acc, false>(t.value, pb); },
+      [&] { return BandGrads<T, Acc>(t.grad_value, pb, widest); });
 }
 
 }  // namespace
@@ -1157,8 +1260,9 @@ void ms_deform_attn_backward(const TensorView& value, const TensorView& spatial_
 
 namespace detail {
 
-void force_deform_attn_strategy(DeformAttnStrategy strategy) {
+void force_deform_attn_strategy(DeformAttnStrategy strategy, int64_t band_pixels) {
   forced_strategy.store(strategy, std::memory_order_relaxed);
+  forced_band_pixels.store(band_pixels, std::memory_order_relaxed);
 }
 
 DeformProblem validate_deform_attn(const char* op, const TensorView& value, const TensorView& spatial_shapes,

@@ -34,14 +34,17 @@ DeformProblem validate_deform_attn(const char* op, const TensorView& value, cons
 // a cost model and the scratch bound.
 enum class DeformAttnStrategy { kAuto, kPacked, kDirect };
 
-// Forces the strategy of every later first-order call in the process (kAuto: the cost model). For tests:
-// set it while no call runs. Defined in ms_deform_attn.cpp.
-void force_deform_attn_strategy(DeformAttnStrategy strategy);
+// Forces the strategy of every later first-order call in the process (kAuto: the cost model), and, when
+// band_pixels > 0, the size of the gradient bands of a direct backward that cannot add in place (else they
+// follow the scratch bound). For tests: set it while no call runs. Defined in ms_deform_attn.cpp.
+void force_deform_attn_strategy(DeformAttnStrategy strategy, int64_t band_pixels = 0);
 
-// Forces a strategy for the lifetime of the object.
+// Forces a strategy (and band size) for the lifetime of the object.
 class ForcedDeformAttnStrategy {
  public:
-  explicit ForcedDeformAttnStrategy(DeformAttnStrategy s) { force_deform_attn_strategy(s); }
+  explicit ForcedDeformAttnStrategy(DeformAttnStrategy s, int64_t band_pixels = 0) {
+    force_deform_attn_strategy(s, band_pixels);
+  }
   ~ForcedDeformAttnStrategy() { force_deform_attn_strategy(DeformAttnStrategy::kAuto); }
   ForcedDeformAttnStrategy(const ForcedDeformAttnStrategy&) = delete;
   ForcedDeformAttnStrategy& operator=(const ForcedDeformAttnStrategy&) = delete;
