@@ -268,6 +268,16 @@ TYPED_TEST(MsDeformAttnStrategies, GiveTheSameBits) {
   expect_strategies_agree<TypeParam>(one_head);
 }
 
+// A backward task takes its pair's queries in blocks of 4 MiB of points and grad_output rows: with 4 levels
+// of 16 points and 256 channels that is 1638 queries, so 1700 queries take two blocks.
+TEST(MsDeformAttn, QueriesInSeveralBackwardBlocksMatchNaive) {
+  Case k(1, 1, 256, 1700, 16, {{6, 6}, {3, 3}, {2, 2}, {1, 1}}, 23);
+  for (const DeformAttnStrategy strategy : kBothStrategies) {
+    const ForcedDeformAttnStrategy forced(strategy);
+    expect_matches_naive<double>(k, 1e-11);
+  }
+}
+
 TEST(MsDeformAttn, DirectStrategyThreadCountDoesNotChangeBits) {
   const ForcedDeformAttnStrategy direct(DeformAttnStrategy::kDirect);
   Case k(2, 8, 24, 300, 4, {{32, 32}, {16, 16}, {8, 8}, {4, 4}}, 31);
