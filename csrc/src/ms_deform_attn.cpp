@@ -145,9 +145,9 @@ struct Strides {
 //    writes it out at the end. Cost and scratch follow the value slice, whatever the number of points.
 //  - direct: the rows are read in value where they are (copied per corner where they must be converted:
 //    float16/bfloat16, or a channel stride other than 1), and float/double gradients with a unit channel
-//    stride are added into grad_value in place (zeroed first; otherwise they go to a padded buffer as in
-//    the packed strategy). A corner outside the level reads a row of zeros, or writes a row whose contents
-//    are discarded. Cost and scratch follow the points (plus the zero-fill of grad_value).
+//    stride are added into grad_value in place (zeroed first; otherwise they are summed in buffers over
+//    bands of pixels, BandGrads). A corner outside the level reads a row of zeros, or writes a row whose
+//    contents are discarded. Cost and scratch follow the points (plus the zero-fill of grad_value).
 // Both feed the channel passes the same numbers in the same order: the same bits.
 
 struct PaddedLevel {
@@ -536,20 +536,24 @@ class TensorGrads {
 };
 
 // Zeroes a float/double tensor of shape (bs, S, nH, C) whose channel stride is 1, split over the threads
-// by its (b, s) rows (whole rows at memset speed when heads follow one another).
+// by its (b, s) rows: one span when they follow one another, else row by row or head by head. Non-temporal
+// stores: the direct backward, which zeroes grad_value, touches few of its rows afterwards.
 template <class T>
 void zero_rows(const TensorView& t) {
   const int64_t S = t.size(1), heads = t.size(2), C = t.size(3);
-  const bool whole = t.stride(2) == C;
+  const bool whole = t.stride(2) == C;  // a row's heads follow one another
+  const bool flat = whole && t.stride(1) == heads * C && (t.size(0) == 1 || t.stride(0) == S * heads * C);
   parallel_for(0, t.size(0) * S, grain_for(static_cast<double>(heads * C)), [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      T* row = t.data<T>() + (r / S) * t.stride(0) + (r % S) * t.stride(1);
-      if (whole) {
-        std::memset(row, 0, static_cast<size_t>(heads * C) * sizeof(T));
-        continue;
+    if (flat) {
+      detail::zero_span_streaming(t.data<T>() + lo * heads * C, (hi - lo) * heads * C);
+    } else {
+      for (int64_t r = lo; r < hi; ++r) {
+        T* row = t.data<T>() + (r / S) * t.stride(0) + (r % S) * t.stride(1);
+        for (int64_t h = 0; h < (whole ? 1 : heads); ++h)
+          detail::zero_span_streaming(row + h * t.stride(2), whole ? heads * C : C);
       }
-      for (int64_t h = 0; h < heads; ++h) std::memset(row + h * t.stride(2), 0, static_cast<size_t>(C) * sizeof(T));
     }
+    detail::store_fence();
   });
 }
 

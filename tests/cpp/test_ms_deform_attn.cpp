@@ -323,12 +323,12 @@ OwnedTensor<double> spread(const OwnedTensor<double>& src) {
   return out;
 }
 
-// A view with the values of `src` (bs, S, nH, C) that takes every other head of a (bs, S, 2 nH, C) buffer:
-// channels contiguous, rows and heads not.
-OwnedTensor<double> every_other_head(const OwnedTensor<double>& src) {
+// A view with the values of `src` (bs, S, nH, C) that takes heads 0, step, 2 step, ... of a (bs, S, heads,
+// C) buffer: channels contiguous, rows (and with step 2, heads) not.
+OwnedTensor<double> heads_of_wider(const OwnedTensor<double>& src, int64_t heads, int64_t step) {
   const auto& sizes = src.view.sizes();
-  OwnedTensor<double> out({sizes[0], sizes[1], 2 * sizes[2], sizes[3]}, 1e300);
-  const std::vector<int64_t> strides{sizes[1] * 2 * sizes[2] * sizes[3], 2 * sizes[2] * sizes[3], 2 * sizes[3], 1};
+  OwnedTensor<double> out({sizes[0], sizes[1], heads, sizes[3]}, 1e300);
+  const std::vector<int64_t> strides{sizes[1] * heads * sizes[3], heads * sizes[3], step * sizes[3], 1};
   out.view = TensorView(out.storage.data(), DType::kFloat64, sizes, strides);
   for (int64_t flat = 0; flat < src.view.numel(); ++flat) {
     const int64_t c = flat % sizes[3], h = flat / sizes[3] % sizes[2], rest = flat / sizes[3] / sizes[2];
@@ -356,8 +356,8 @@ void expect_same_values(const OwnedTensor<double>& strided, const OwnedTensor<do
 
 // Strided inputs and outputs, under both strategies: channels strided or reversed (the direct strategy
 // converts the rows it reads and sums the gradient in bands of pixels: the whole slice, or 5 pixels), or
-// heads strided with contiguous channels (it reads value and adds into grad_value in place, zeroing only
-// the view's rows).
+// channels contiguous with heads or rows apart (it reads value and adds into grad_value in place, zeroing
+// only the view's rows, head by head or row by row).
 TEST(MsDeformAttn, StridedAndNegativeStrideViewsGiveIdenticalBits) {
   Case k(2, 3, 6, 7, 3, {{5, 6}, {3, 3}}, 41);
   const Results<double> ref = run<double>(k);
@@ -365,16 +365,18 @@ TEST(MsDeformAttn, StridedAndNegativeStrideViewsGiveIdenticalBits) {
   const auto value = spread(k.value), loc = spread(k.loc), attn = spread(k.attn), go = spread(k.grad_out);
   const auto value_flip = testing::flipped_copy(k.value, 3), loc_flip = testing::flipped_copy(k.loc, 1);
   const auto attn_flip = testing::flipped_copy(k.attn, 4), go_flip = testing::flipped_copy(k.grad_out, 2);
-  const auto value_heads = every_other_head(k.value);
+  const int64_t heads = k.heads;
+  const auto value_heads = heads_of_wider(k.value, 2 * heads, 2), value_rows = heads_of_wider(k.value, heads + 1, 1);
   OwnedTensor<int64_t> shapes_wide({2, 4}, 0);  // spatial_shapes[:, ::2]-like: column stride 2
   TensorView shapes_view(shapes_wide.data(), DType::kInt64, {2, 2}, {4, 2});
   for (int64_t l = 0; l < 2; ++l) {
     shapes_wide[4 * l] = k.spatial_shapes[2 * l];
     shapes_wide[4 * l + 2] = k.spatial_shapes[2 * l + 1];
   }
+  enum class GradValue { kSpread, kEveryOtherHead, kPaddedRows };
   struct Inputs {
     const TensorView *value, *loc, *attn, *go;
-    bool heads_strided_grad_value;
+    GradValue grad_value;
   };
   struct Forced {
     DeformAttnStrategy strategy;
@@ -383,14 +385,18 @@ TEST(MsDeformAttn, StridedAndNegativeStrideViewsGiveIdenticalBits) {
   for (const Forced& f : {Forced{DeformAttnStrategy::kPacked, 0}, Forced{DeformAttnStrategy::kDirect, 0},
                           Forced{DeformAttnStrategy::kDirect, 5}}) {
     const ForcedDeformAttnStrategy forced(f.strategy, f.band_pixels);
-    for (const Inputs& in : {Inputs{&value.view, &loc.view, &attn.view, &go.view, false},
-                             Inputs{&value_flip.view, &loc_flip.view, &attn_flip.view, &go_flip.view, false},
-                             Inputs{&value_heads.view, &loc.view, &attn.view, &go.view, true}}) {
-      SCOPED_TRACE(::testing::Message() << strategy_name(f.strategy) << " bands " << f.band_pixels << " heads strided "
-                                        << in.heads_strided_grad_value);
+    for (const Inputs& in :
+         {Inputs{&value.view, &loc.view, &attn.view, &go.view, GradValue::kSpread},
+          Inputs{&value_flip.view, &loc_flip.view, &attn_flip.view, &go_flip.view, GradValue::kSpread},
+          Inputs{&value_heads.view, &loc.view, &attn.view, &go.view, GradValue::kEveryOtherHead},
+          Inputs{&value_rows.view, &loc.view, &attn.view, &go.view, GradValue::kPaddedRows}}) {
+      SCOPED_TRACE(::testing::Message() << strategy_name(f.strategy) << " bands " << f.band_pixels << " grad_value "
+                                        << static_cast<int>(in.grad_value));
       auto out = spread(OwnedTensor<double>(k.grad_out.view.sizes()));
       const OwnedTensor<double> zeros(k.value.view.sizes());
-      auto gv = in.heads_strided_grad_value ? every_other_head(zeros) : spread(zeros);
+      auto gv = in.grad_value == GradValue::kSpread           ? spread(zeros)
+                : in.grad_value == GradValue::kEveryOtherHead ? heads_of_wider(zeros, 2 * heads, 2)
+                                                              : heads_of_wider(zeros, heads + 1, 1);
       std::fill(gv.storage.begin(), gv.storage.end(), 1e300);  // the kernel must write every element of the view
       auto gl = spread(OwnedTensor<double>(k.loc.view.sizes()));
       auto ga = spread(OwnedTensor<double>(k.attn.view.sizes()));
