@@ -59,6 +59,8 @@ ROWS = [
     DeformRow(2, DETR, queries=900),  # DINO's 900 queries
     DeformRow(2, DINO5, queries=900),  # ... on its 5 levels (S = 89,023)
     DeformRow(1, DETR, queries=10, locations="uniform"),  # few queries
+    DeformRow(1, DETR, queries=1, locations="uniform"),  # one query
+    DeformRow(1, ((400, 667),), queries=300),  # one large level (stride 2 of an 800x1333 image), a decoder's queries
     DeformRow(2, DETR, heads=4, channels=64, queries=300),
     DeformRow(2, DETR, queries=300, points=8),
     DeformRow(2, BENCH, queries=1000, locations="uniform"),  # `make bench`'s shape

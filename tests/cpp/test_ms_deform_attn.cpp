@@ -6,6 +6,7 @@
 #include <limits>
 #include <tuple>
 
+#include "detail/ms_deform_attn.h"
 #include "spatialgrad/ms_deform_attn.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"
@@ -97,10 +98,16 @@ struct Results {
   OwnedTensor<T> out, grad_value, grad_loc, grad_attn;
 };
 
+// v in T (rounded once, for float16/bfloat16).
+template <class T>
+T value_as(double v) {
+  return store_as<T>(static_cast<AccType<T>>(v));
+}
+
 template <class T>
 OwnedTensor<T> cast(const OwnedTensor<double>& t) {
-  OwnedTensor<T> out(t.view.sizes());
-  for (size_t i = 0; i < t.storage.size(); ++i) out.storage[i] = static_cast<T>(t.storage[i]);
+  OwnedTensor<T> out(t.view.sizes(), value_as<T>(0));
+  for (size_t i = 0; i < t.storage.size(); ++i) out.storage[i] = value_as<T>(t.storage[i]);
   return out;
 }
 
@@ -111,8 +118,9 @@ const std::vector<double>& as_double(const std::vector<double>& v) { return v; }
 template <class T>
 Results<T> run(const Case& k) {
   const OwnedTensor<T> value = cast<T>(k.value), loc = cast<T>(k.loc), attn = cast<T>(k.attn), go = cast<T>(k.grad_out);
-  Results<T> r{OwnedTensor<T>(k.grad_out.view.sizes(), T(-9)), OwnedTensor<T>(k.value.view.sizes(), T(-9)),
-               OwnedTensor<T>(k.loc.view.sizes(), T(-9)), OwnedTensor<T>(k.attn.view.sizes(), T(-9))};
+  const T garbage = value_as<T>(-9);
+  Results<T> r{OwnedTensor<T>(k.grad_out.view.sizes(), garbage), OwnedTensor<T>(k.value.view.sizes(), garbage),
+               OwnedTensor<T>(k.loc.view.sizes(), garbage), OwnedTensor<T>(k.attn.view.sizes(), garbage)};
   EXPECT_EQ(ms_deform_attn_output_shape(value.view.sizes(), loc.view.sizes()), r.out.view.sizes());
   ms_deform_attn(value.view, k.spatial_shapes.view, k.level_start_index.view, loc.view, attn.view, r.out.view);
   ms_deform_attn_backward(value.view, k.spatial_shapes.view, k.level_start_index.view, loc.view, attn.view, go.view,
@@ -179,6 +187,106 @@ TEST(MsDeformAttn, ThreadCountDoesNotChangeBits) {
   });
 }
 
+// ---- the two strategies (docs/design.md, "ms_deform_attn: packed or direct") ---------------------------------
+
+using detail::DeformAttnStrategy;
+using detail::ForcedDeformAttnStrategy;
+
+constexpr DeformAttnStrategy kBothStrategies[] = {DeformAttnStrategy::kPacked, DeformAttnStrategy::kDirect};
+
+const char* strategy_name(DeformAttnStrategy s) {
+  return s == DeformAttnStrategy::kPacked ? "packed" : s == DeformAttnStrategy::kDirect ? "direct" : "auto";
+}
+
+class MsDeformAttnStrategy : public ::testing::TestWithParam<DeformAttnStrategy> {};
+
+// Each strategy alone against the naive loops: levels of one pixel, odd sizes, a vector tail (C = 13),
+// points outside the levels, and a level the backward walks sorted by row in several chunks.
+TEST_P(MsDeformAttnStrategy, MatchesNaiveLoop) {
+  const ForcedDeformAttnStrategy forced(GetParam());
+  for (const int64_t channels : {1, 8, 13, 32}) {
+    for (const Shapes& shapes :
+         {Shapes{{1, 1}}, Shapes{{5, 7}, {3, 2}, {1, 4}}, Shapes{{8, 8}, {4, 4}, {2, 2}, {1, 1}}}) {
+      SCOPED_TRACE(::testing::Message() << "levels=" << shapes.size() << " C=" << channels);
+      Case k(2, 3, channels, 5, 4, shapes, 200 + static_cast<uint32_t>(channels));
+      expect_matches_naive<double>(k, 1e-12);
+      expect_matches_naive<float>(k, 2e-5);
+    }
+  }
+  Case sorted(1, 2, 8, 1100, 4, {{40, 40}, {3, 3}}, 12);
+  expect_matches_naive<double>(sorted, 1e-12);
+  expect_matches_naive<float>(sorted, 2e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, MsDeformAttnStrategy, ::testing::ValuesIn(kBothStrategies),
+                         [](const auto& info) { return std::string(strategy_name(info.param)); });
+
+// Every output of both directions as bytes.
+template <class T>
+std::vector<unsigned char> result_bytes(const Case& k) {
+  const Results<T> r = run<T>(k);
+  std::vector<unsigned char> bytes;
+  for (const OwnedTensor<T>* t : {&r.out, &r.grad_value, &r.grad_loc, &r.grad_attn}) {
+    const auto* first = reinterpret_cast<const unsigned char*>(t->storage.data());
+    bytes.insert(bytes.end(), first, first + t->storage.size() * sizeof(T));
+  }
+  return bytes;
+}
+
+// The strategies feed the channel passes the same numbers in the same order: the same bits, in every
+// dtype (float16/bfloat16: the direct strategy converts corner rows one by one, the packed one whole
+// slices, and sums the gradient in bands of pixels: here also bands of 1 and 7 pixels, a band cutting a
+// level or holding rows of two), with non-finite locations among the points.
+template <class T>
+void expect_strategies_agree(const Case& k) {
+  const std::vector<unsigned char> packed = [&] {
+    const ForcedDeformAttnStrategy forced(DeformAttnStrategy::kPacked);
+    return result_bytes<T>(k);
+  }();
+  for (const int64_t band_pixels : {0, 1, 7}) {
+    const ForcedDeformAttnStrategy forced(DeformAttnStrategy::kDirect, band_pixels);
+    EXPECT_TRUE(result_bytes<T>(k) == packed) << "packed and direct differ, bands of " << band_pixels;
+  }
+  EXPECT_TRUE(result_bytes<T>(k) == packed) << "packed and the cost model's choice differ";
+}
+
+template <class T>
+class MsDeformAttnStrategies : public ::testing::Test {};
+using StorageTypes = ::testing::Types<float, double, Half, BFloat16>;
+TYPED_TEST_SUITE(MsDeformAttnStrategies, StorageTypes);
+
+TYPED_TEST(MsDeformAttnStrategies, GiveTheSameBits) {
+  Case levels(2, 3, 13, 40, 4, {{9, 11}, {5, 6}, {1, 3}}, 21);
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  levels.loc[0] = nan;
+  levels.loc[3] = inf;
+  levels.loc[10] = -inf;
+  expect_strategies_agree<TypeParam>(levels);
+  Case sorted(1, 2, 16, 1100, 4, {{40, 40}}, 13);  // sorted by row, several chunks
+  expect_strategies_agree<TypeParam>(sorted);
+  Case one_head(2, 1, 24, 30, 2, {{12, 10}, {6, 5}}, 17);  // float32/float64: consecutive rows
+  expect_strategies_agree<TypeParam>(one_head);
+}
+
+// A backward task takes its pair's queries in blocks of 4 MiB of points and grad_output rows: with 4 levels
+// of 16 points and 256 channels that is 1638 queries, so 1700 queries take two blocks.
+TEST(MsDeformAttn, QueriesInSeveralBackwardBlocksMatchNaive) {
+  Case k(1, 1, 256, 1700, 16, {{6, 6}, {3, 3}, {2, 2}, {1, 1}}, 23);
+  for (const DeformAttnStrategy strategy : kBothStrategies) {
+    const ForcedDeformAttnStrategy forced(strategy);
+    expect_matches_naive<double>(k, 1e-11);
+  }
+}
+
+TEST(MsDeformAttn, DirectStrategyThreadCountDoesNotChangeBits) {
+  const ForcedDeformAttnStrategy direct(DeformAttnStrategy::kDirect);
+  Case k(2, 8, 24, 300, 4, {{32, 32}, {16, 16}, {8, 8}, {4, 4}}, 31);
+  testing::expect_same_bits_for_thread_counts({1, 2, 3}, [&] {
+    const Results<float> r = run<float>(k);
+    return testing::concatenated({&r.out, &r.grad_value, &r.grad_loc, &r.grad_attn});
+  });
+}
+
 TEST(MsDeformAttn, Int32IndicesGiveTheSameResult) {
   Case k(1, 2, 5, 4, 2, {{3, 5}, {2, 2}}, 3);
   const Results<double> r64 = run<double>(k);
@@ -215,6 +323,41 @@ OwnedTensor<double> spread(const OwnedTensor<double>& src) {
   return out;
 }
 
+// A view with the values of `src` (bs, S, nH, C) that takes heads 0, step, 2 step, ... of a (bs, S, heads,
+// C) buffer: channels contiguous, rows (and with step 2, heads) not.
+OwnedTensor<double> heads_of_wider(const OwnedTensor<double>& src, int64_t heads, int64_t step) {
+  const auto& sizes = src.view.sizes();
+  OwnedTensor<double> out({sizes[0], sizes[1], heads, sizes[3]}, 1e300);
+  const std::vector<int64_t> strides{sizes[1] * heads * sizes[3], heads * sizes[3], step * sizes[3], 1};
+  out.view = TensorView(out.storage.data(), DType::kFloat64, sizes, strides);
+  for (int64_t flat = 0; flat < src.view.numel(); ++flat) {
+    const int64_t c = flat % sizes[3], h = flat / sizes[3] % sizes[2], rest = flat / sizes[3] / sizes[2];
+    out.storage[static_cast<size_t>(rest * strides[1] + h * strides[2] + c)] = src.storage[static_cast<size_t>(flat)];
+  }
+  return out;
+}
+
+// Expects the strided view to hold the contiguous tensor's values, and every other element of its buffer
+// to be untouched (1e300).
+void expect_same_values(const OwnedTensor<double>& strided, const OwnedTensor<double>& contiguous) {
+  std::vector<bool> covered(strided.storage.size(), false);
+  const auto strides = contiguous_strides(contiguous.view.sizes());
+  for (int64_t flat = 0; flat < contiguous.numel(); ++flat) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < strides.size(); ++d)
+      offset += (flat / strides[d]) % contiguous.view.sizes()[d] * strided.view.strides()[d];
+    ASSERT_EQ(strided.storage[static_cast<size_t>(offset)], contiguous.storage[static_cast<size_t>(flat)]);
+    covered[static_cast<size_t>(offset)] = true;
+  }
+  for (size_t i = 0; i < covered.size(); ++i) {
+    if (!covered[i]) ASSERT_EQ(strided.storage[i], 1e300) << "element " << i << " between the view's";
+  }
+}
+
+// Strided inputs and outputs, under both strategies: channels strided or reversed (the direct strategy
+// converts the rows it reads and sums the gradient in bands of pixels: the whole slice, or 5 pixels), or
+// channels contiguous with heads or rows apart (it reads value and adds into grad_value in place, zeroing
+// only the view's rows, head by head or row by row).
 TEST(MsDeformAttn, StridedAndNegativeStrideViewsGiveIdenticalBits) {
   Case k(2, 3, 6, 7, 3, {{5, 6}, {3, 3}}, 41);
   const Results<double> ref = run<double>(k);
@@ -222,39 +365,49 @@ TEST(MsDeformAttn, StridedAndNegativeStrideViewsGiveIdenticalBits) {
   const auto value = spread(k.value), loc = spread(k.loc), attn = spread(k.attn), go = spread(k.grad_out);
   const auto value_flip = testing::flipped_copy(k.value, 3), loc_flip = testing::flipped_copy(k.loc, 1);
   const auto attn_flip = testing::flipped_copy(k.attn, 4), go_flip = testing::flipped_copy(k.grad_out, 2);
+  const int64_t heads = k.heads;
+  const auto value_heads = heads_of_wider(k.value, 2 * heads, 2), value_rows = heads_of_wider(k.value, heads + 1, 1);
   OwnedTensor<int64_t> shapes_wide({2, 4}, 0);  // spatial_shapes[:, ::2]-like: column stride 2
   TensorView shapes_view(shapes_wide.data(), DType::kInt64, {2, 2}, {4, 2});
   for (int64_t l = 0; l < 2; ++l) {
     shapes_wide[4 * l] = k.spatial_shapes[2 * l];
     shapes_wide[4 * l + 2] = k.spatial_shapes[2 * l + 1];
   }
+  enum class GradValue { kSpread, kEveryOtherHead, kPaddedRows };
   struct Inputs {
     const TensorView *value, *loc, *attn, *go;
+    GradValue grad_value;
   };
-  for (const Inputs& in : {Inputs{&value.view, &loc.view, &attn.view, &go.view},
-                           Inputs{&value_flip.view, &loc_flip.view, &attn_flip.view, &go_flip.view}}) {
-    auto out = spread(OwnedTensor<double>(k.grad_out.view.sizes()));
-    auto gv = spread(OwnedTensor<double>(k.value.view.sizes()));
-    auto gl = spread(OwnedTensor<double>(k.loc.view.sizes()));
-    auto ga = spread(OwnedTensor<double>(k.attn.view.sizes()));
-    ms_deform_attn(*in.value, shapes_view, k.level_start_index.view, *in.loc, *in.attn, out.view);
-    ms_deform_attn_backward(*in.value, shapes_view, k.level_start_index.view, *in.loc, *in.attn, *in.go, gv.view,
-                            gl.view, ga.view);
-    auto expect_same = [](const OwnedTensor<double>& strided, const OwnedTensor<double>& contiguous) {
-      for (int64_t flat = 0; flat < contiguous.numel(); ++flat) {
-        int64_t offset = 0;
-        const auto strides = contiguous_strides(contiguous.view.sizes());
-        for (size_t d = 0; d < strides.size(); ++d)
-          offset += (flat / strides[d]) % contiguous.view.sizes()[d] * strided.view.strides()[d];
-        ASSERT_EQ(strided.storage[static_cast<size_t>(offset)], contiguous.storage[static_cast<size_t>(flat)]);
-      }
-      // Elements between the strided ones are untouched.
-      ASSERT_EQ(strided.storage[1], 1e300);
-    };
-    expect_same(out, ref.out);
-    expect_same(gv, ref.grad_value);
-    expect_same(gl, ref.grad_loc);
-    expect_same(ga, ref.grad_attn);
+  struct Forced {
+    DeformAttnStrategy strategy;
+    int64_t band_pixels;
+  };
+  for (const Forced& f : {Forced{DeformAttnStrategy::kPacked, 0}, Forced{DeformAttnStrategy::kDirect, 0},
+                          Forced{DeformAttnStrategy::kDirect, 5}}) {
+    const ForcedDeformAttnStrategy forced(f.strategy, f.band_pixels);
+    for (const Inputs& in :
+         {Inputs{&value.view, &loc.view, &attn.view, &go.view, GradValue::kSpread},
+          Inputs{&value_flip.view, &loc_flip.view, &attn_flip.view, &go_flip.view, GradValue::kSpread},
+          Inputs{&value_heads.view, &loc.view, &attn.view, &go.view, GradValue::kEveryOtherHead},
+          Inputs{&value_rows.view, &loc.view, &attn.view, &go.view, GradValue::kPaddedRows}}) {
+      SCOPED_TRACE(::testing::Message() << strategy_name(f.strategy) << " bands " << f.band_pixels << " grad_value "
+                                        << static_cast<int>(in.grad_value));
+      auto out = spread(OwnedTensor<double>(k.grad_out.view.sizes()));
+      const OwnedTensor<double> zeros(k.value.view.sizes());
+      auto gv = in.grad_value == GradValue::kSpread           ? spread(zeros)
+                : in.grad_value == GradValue::kEveryOtherHead ? heads_of_wider(zeros, 2 * heads, 2)
+                                                              : heads_of_wider(zeros, heads + 1, 1);
+      std::fill(gv.storage.begin(), gv.storage.end(), 1e300);  // the kernel must write every element of the view
+      auto gl = spread(OwnedTensor<double>(k.loc.view.sizes()));
+      auto ga = spread(OwnedTensor<double>(k.attn.view.sizes()));
+      ms_deform_attn(*in.value, shapes_view, k.level_start_index.view, *in.loc, *in.attn, out.view);
+      ms_deform_attn_backward(*in.value, shapes_view, k.level_start_index.view, *in.loc, *in.attn, *in.go, gv.view,
+                              gl.view, ga.view);
+      expect_same_values(out, ref.out);
+      expect_same_values(gv, ref.grad_value);
+      expect_same_values(gl, ref.grad_loc);
+      expect_same_values(ga, ref.grad_attn);
+    }
   }
 }
 
@@ -269,11 +422,14 @@ TEST(MsDeformAttn, OutOfRangeAndNonFinitePointsContributeNothing) {
     k.loc[2 * p] = xs[p];
     k.loc[2 * p + 1] = ys[p];
   }
-  const Results<double> r = run<double>(k);
-  for (double v : r.out.storage) EXPECT_EQ(v, 0.0);
-  for (double v : r.grad_value.storage) EXPECT_EQ(v, 0.0);
-  for (double v : r.grad_loc.storage) EXPECT_EQ(v, 0.0);
-  for (double v : r.grad_attn.storage) EXPECT_EQ(v, 0.0);
+  for (const DeformAttnStrategy strategy : kBothStrategies) {
+    const ForcedDeformAttnStrategy forced(strategy);
+    const Results<double> r = run<double>(k);
+    for (double v : r.out.storage) EXPECT_EQ(v, 0.0);
+    for (double v : r.grad_value.storage) EXPECT_EQ(v, 0.0);
+    for (double v : r.grad_loc.storage) EXPECT_EQ(v, 0.0);
+    for (double v : r.grad_attn.storage) EXPECT_EQ(v, 0.0);
+  }
   // Just inside the strict bounds, a point reads one corner and passes gradients.
   k.loc[0] = -0.12;  // w_im = -0.98
   k.loc[1] = 0.5;

@@ -171,3 +171,31 @@ def test_upsample_runs_on_a_20000_squared_plane_within_the_scratch_bound():
     assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}"
     assert "forward (1, 1, 10000, 10000) 1.0" in out.stdout
     assert "backward (1, 1, 20000, 20000) 0.25 0.25" in out.stdout
+
+
+def test_ms_deform_attn_on_a_large_level_keeps_scratch_bounded():
+    # Issue 31: every thread copied a (batch, head) slice of value into a padded buffer, and the backward
+    # accumulated the slice's gradient in a second one: 4 buffers of 268 MB at 2 threads here, whatever the
+    # number of queries. A few queries now read value and add into grad_value where they are: both
+    # directions run in an address space of what the probe holds, plus grad_value, plus 512 MiB.
+    out = run_probe("""
+        import resource, numpy as np, spatialgrad as sg
+        sg.set_num_threads(2)
+        H = W = 1448  # a 537 MB value: (1, H*W, 2 heads, 32 channels) float32
+        value = np.ones((1, H * W, 2, 32), np.float32)
+        rng = np.random.default_rng(0)
+        loc = rng.uniform(0.25, 0.75, (1, 300, 2, 1, 4, 2)).astype(np.float32)  # every corner inside
+        attn = rng.uniform(0, 1, (1, 300, 2, 1, 4)).astype(np.float32)
+        shapes, starts = np.array([[H, W]]), np.array([0])
+        vm = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmSize"))
+        limit = vm + value.nbytes + (512 << 20)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        out = sg.ms_deform_attn(value, shapes, starts, loc, attn)
+        print("forward", bool(np.allclose(out.reshape(1, 300, 2, 32), attn.sum(axis=(3, 4))[..., None], rtol=1e-5)))
+        gv, gl, ga = sg.ms_deform_attn_backward(value, shapes, starts, loc, attn, np.ones_like(out))
+        print("backward", bool(np.isclose(gv.sum(dtype=np.float64), 32 * attn.sum(dtype=np.float64), rtol=1e-5)),
+              float(np.abs(gl).max()), bool(np.allclose(ga, 32, rtol=1e-5)))
+    """, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "forward True" in out.stdout, out.stdout
+    assert "backward True 0.0 True" in out.stdout, out.stdout

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "convert.h"
 #include "simd.h"
@@ -45,6 +47,25 @@ template <class T>
 SPATIALGRAD_INLINE void zero_row(int64_t n, T* dst, int64_t stride) {
   const T zero = store_as<T>(AccType<T>(0));
   for (int64_t i = 0; i < n; ++i) dst[i * stride] = zero;
+}
+
+// Zeroes n contiguous float or double values at dst with non-temporal stores where the ISA has them
+// (store_fence() before the task ends): memory far larger than the caches that is not read back soon
+// (21 MB and 260 MB: 2x memset's speed on the development machine, which reads every line it writes).
+template <class T>
+SPATIALGRAD_INLINE void zero_span_streaming(T* dst, int64_t n) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "all-zero bits are 0.0");
+  char* p = reinterpret_cast<char*>(dst);
+  int64_t bytes = n * static_cast<int64_t>(sizeof(T));
+  const int64_t misaligned = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p) % kStreamAlign);
+  const int64_t head = std::min(bytes, misaligned == 0 ? int64_t{0} : kStreamAlign - misaligned);
+  std::memset(p, 0, static_cast<size_t>(head));
+  p += head;
+  bytes -= head;
+  const Vec<float, 16> zero{};
+  for (; bytes >= kStreamAlign; p += kStreamAlign, bytes -= kStreamAlign)
+    stream_store4(reinterpret_cast<float*>(p), zero);
+  std::memset(p, 0, static_cast<size_t>(bytes));
 }
 
 // store_row for float rows far larger than the caches that are not read back soon: non-temporal
