@@ -16,6 +16,7 @@
 #include "detail/grid_sampler_2d_strategy.h"
 #include "detail/grid_sampler_2d_tables.h"
 #include "detail/rows.h"
+#include "detail/scratch_bound.h"
 #include "spatialgrad/parallel.h"
 
 namespace spatialgrad {
@@ -727,12 +728,9 @@ constexpr int64_t kTileMaxPixelsPerPoint = 4;  // tile pixels / points per batch
 // 136 ms, 2 threads; (64,3,32,32), a 35 KB tile: equal).
 constexpr int64_t kTileMaxPixelsPerPointCached = 16;
 constexpr int64_t kTileCachedBytes = int64_t{1} << 20;
-constexpr int64_t kScratchFloorBytes = int64_t{64} << 20;
 
 std::atomic<detail::GridSamplerStrategy> forced_strategy{detail::GridSamplerStrategy::kAuto};
 
-// The scratch bound of a call whose inputs and outputs take in_out_bytes.
-inline int64_t scratch_bound(int64_t in_out_bytes) { return std::max(kScratchFloorBytes, in_out_bytes / 4); }
 
 // Scratch of the tile strategy: per thread, the input tile (and input-gradient tile) and the tables of a
 // run (of a whole batch, with its grid sums, in the fused backward); the two-pass backward keeps every
@@ -758,15 +756,7 @@ bool use_tiles(const Context<T>& ctx, bool backward, int64_t in_out_bytes) {
   const int64_t pixels_per_point = backward && cached ? kTileMaxPixelsPerPointCached : kTileMaxPixelsPerPoint;
   if (ctx.tile_pixels > pixels_per_point * ctx.points) return false;
   if (ctx.C < kTileLanes<AccType<T>> && !cached) return false;
-  return tile_scratch_bytes<T, Table>(ctx, backward, get_num_threads()) <= scratch_bound(in_out_bytes);
-}
-
-inline int64_t bytes_of(std::initializer_list<const TensorView*> tensors) {
-  int64_t total = 0;
-  for (const TensorView* t : tensors) {
-    if (t != nullptr) total += t->numel() * dtype_size(t->dtype());
-  }
-  return total;
+  return tile_scratch_bytes<T, Table>(ctx, backward, get_num_threads()) <= detail::scratch_bound(in_out_bytes);
 }
 
 template <class T>
@@ -776,7 +766,7 @@ void run_forward(const TensorView& input, const TensorView& grid, const TensorVi
   const View4<T> out = view4<T>(output);
   dispatch_tables<T>(detail::interpolation_of(params), [&](auto tables) {
     using Tables = decltype(tables);
-    const int64_t in_out = bytes_of({&input, &grid, &output});
+    const int64_t in_out = detail::bytes_of({&input, &grid, &output});
     if (use_tiles<T, typename Tables::Tile>(ctx, false, in_out)) return forward_kernel<T, typename Tables::Tile>(ctx, out);
     forward_planes<T, typename Tables::Plane>(ctx, out);
   });
@@ -795,7 +785,7 @@ void run_backward(const TensorView& grad_output, const TensorView& input, const 
   dispatch_tables<T>(detail::interpolation_of(params), [&](auto tables) {
     using Tile = typename decltype(tables)::Tile;
     using Plane = typename decltype(tables)::Plane;
-    const int64_t in_out = bytes_of({&grad_output, &input, &grid, grad_input, grad_grid});
+    const int64_t in_out = detail::bytes_of({&grad_output, &input, &grid, grad_input, grad_grid});
     if (use_tiles<T, Tile>(ctx, true, in_out)) {
       return backward_kernel<T, Tile>(ctx, go, want_input ? &gi : nullptr, grad_grid ? &gg : nullptr);
     }

@@ -12,6 +12,7 @@
 #include "detail/float_staging.h"
 #include "detail/ms_deform_attn.h"
 #include "detail/rows.h"
+#include "detail/scratch_bound.h"
 #include "detail/simd.h"
 #include "spatialgrad/parallel.h"
 
@@ -622,16 +623,6 @@ void gather_pair_points(const PointArgs<T>& args, int64_t b, int64_t h, int64_t 
 std::atomic<detail::DeformAttnStrategy> forced_strategy{detail::DeformAttnStrategy::kAuto};
 std::atomic<int64_t> forced_band_pixels{0};
 
-// The scratch bound of a call whose inputs and outputs take in_out_bytes (docs/operators.md).
-constexpr int64_t kScratchFloorBytes = int64_t{64} << 20;
-int64_t scratch_bound(int64_t in_out_bytes) { return std::max(kScratchFloorBytes, in_out_bytes / 4); }
-
-int64_t bytes_of(std::initializer_list<const TensorView*> tensors) {
-  int64_t total = 0;
-  for (const TensorView* t : tensors) total += t->numel() * dtype_size(t->dtype());
-  return total;
-}
-
 // Packing a pair's slice costs a pass over its S rows; it pays back through the points, each of whose
 // corner rows is then read (and its gradient added) in a compact buffer instead of at a random place of
 // a large tensor. The direct strategy's extra cost per corner is about one memory latency whatever the
@@ -688,7 +679,7 @@ bool pack_pays(const Problem& pb, const PaddedLayout& layout, double min_points_
   const int64_t threads = std::min<int64_t>(get_num_threads(), tasks);
   const double scratch =
       static_cast<double>(threads) * static_cast<double>(buffers * layout.rows * pb.channels * facts.acc_bytes);
-  return scratch <= static_cast<double>(scratch_bound(facts.in_out_bytes));
+  return scratch <= static_cast<double>(detail::scratch_bound(facts.in_out_bytes));
 }
 
 Plan plan_forward(const Problem& pb, const PaddedLayout& layout, const CallFacts& facts) {
@@ -715,7 +706,7 @@ Plan plan_backward(const Problem& pb, const PaddedLayout& layout, const CallFact
   } else if (!facts.in_place) {
     const int64_t forced = forced_band_pixels.load(std::memory_order_relaxed);
     const int64_t pixel_bytes = std::max<int64_t>(pb.channels * facts.acc_bytes, 1);
-    plan.band_pixels = forced > 0 ? forced : scratch_bound(facts.in_out_bytes) / get_num_threads() / pixel_bytes;
+    plan.band_pixels = forced > 0 ? forced : detail::scratch_bound(facts.in_out_bytes) / get_num_threads() / pixel_bytes;
     plan.band_pixels = std::max<int64_t>(plan.band_pixels, 1);
     slice_rows = (kBackwardSlicePasses - 1) * static_cast<double>(std::min(plan.band_pixels, pb.spatial));
   }
@@ -1205,7 +1196,7 @@ void ms_deform_attn(const TensorView& value, const TensorView& spatial_shapes, c
     detail::check_same_dtype(kForward, "output", output, "value", value);
     if (output.is_empty()) return;
     if (nothing_sampled(pb)) return fill_zeros(output);
-    const int64_t in_out = bytes_of({&value, &sampling_locations, &attention_weights, &output});
+    const int64_t in_out = detail::bytes_of({&value, &sampling_locations, &attention_weights, &output});
     if constexpr (detail::kIsHalfType<T>) {
       // value rows are widened as the kernel packs them, output rows narrowed as it writes them; the
       // locations and weights, read one at a time, are staged in float32 (detail/float_staging.h).
@@ -1272,7 +1263,7 @@ void ms_deform_attn_backward(const TensorView& value, const TensorView& spatial_
       fill_zeros(grad_attention_weights);
       return;
     }
-    const int64_t in_out = bytes_of({&value, &sampling_locations, &attention_weights, &grad_output, &grad_value,
+    const int64_t in_out = detail::bytes_of({&value, &sampling_locations, &attention_weights, &grad_output, &grad_value,
                                      &grad_sampling_locations, &grad_attention_weights});
     if constexpr (detail::kIsHalfType<T>) {
       // As in the forward: value, grad_output and grad_value rows converted as the kernel reads and

@@ -11,6 +11,7 @@
 #include "detail/float_staging.h"
 #include "detail/roi_align_geometry.h"
 #include "detail/rows.h"
+#include "detail/scratch_bound.h"
 #include "detail/simd.h"
 #include "spatialgrad/parallel.h"
 
@@ -94,7 +95,9 @@ int64_t channel_blocks(int64_t channels) {
 // ---- the cost model ------------------------------------------------------------------------------------------
 
 // Scratch a call may take above its inputs and outputs (docs/operators.md, Memory): max(64 MiB, 25% of them).
-double scratch_budget(double in_out_bytes) { return std::max(64.0 * (1 << 20), 0.25 * in_out_bytes); }
+double scratch_budget(double in_out_bytes) {
+  return static_cast<double>(detail::scratch_bound(static_cast<int64_t>(in_out_bytes)));
+}
 
 // The cost model: nanoseconds per unit of work of each kernel, fitted (least squares, relative errors) to
 // single-thread CPU times of the kernels on 27 shapes (docs/design.md, issue 31: roi_align; float32).

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import spatialgrad as sg
-from helpers import (assert_adjoint, finite_difference, negative_strided, non_contiguous, requires_torch,
-                     same_bits_for_thread_counts, tol, torch)
+from helpers import (assert_adjoint, best_cpu_seconds, finite_difference, negative_strided, non_contiguous,
+                     requires_torch, same_bits_for_thread_counts, tol, torch)
 
 MODES = ["bilinear", "nearest", "bicubic"]
 PADDINGS = ["zeros", "border", "reflection"]
@@ -399,17 +399,6 @@ def test_dtype_errors():
         sg.grid_sample(X, GRID.astype(np.complex128))
 
 
-def _best_seconds(call, repeats=5):
-    import time
-    call()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def test_cost_follows_the_points_not_the_plane(rng):
     # Issue 31: a 64^2 crop from a 2048^2 image took 268 ms (PyTorch: 0.11 ms) because every run of points
     # packed the whole plane again. With the points fixed, a plane 256 times larger may only add the
@@ -423,13 +412,13 @@ def test_cost_follows_the_points_not_the_plane(rng):
         g = rng.standard_normal((1, 3, 64, 64)).astype(np.float32)
         small = rng.standard_normal((1, 3, 128, 128)).astype(np.float32)
         large = rng.standard_normal((1, 3, 2048, 2048)).astype(np.float32)
-        forward = [_best_seconds(lambda x=x: sg.grid_sample(x, grid)) for x in (small, large)]
+        forward = [best_cpu_seconds(lambda x=x: sg.grid_sample(x, grid)) for x in (small, large)]
         assert forward[1] < 4 * forward[0] + 2e-3, forward
-        fill = _best_seconds(lambda: np.zeros_like(large).fill(1))
-        backward = [_best_seconds(lambda x=x: sg.grid_sampler_2d_backward(g, x, grid)) for x in (small, large)]
+        fill = best_cpu_seconds(lambda: np.zeros_like(large).fill(1))
+        backward = [best_cpu_seconds(lambda x=x: sg.grid_sampler_2d_backward(g, x, grid)) for x in (small, large)]
         assert backward[1] < 4 * (backward[0] + fill) + 2e-3, (backward, fill)
         more = rng.uniform(-1, 1, (1, 256, 256, 2)).astype(np.float32)  # 16x the points
-        grown = _best_seconds(lambda: sg.grid_sample(small, more))
+        grown = best_cpu_seconds(lambda: sg.grid_sample(small, more))
         assert grown < 4 * 16 * forward[0] + 2e-3, (grown, forward)
     finally:
         sg.set_num_threads(previous)

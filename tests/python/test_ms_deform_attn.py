@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 import spatialgrad as sg
-from helpers import assert_adjoint, finite_difference, negative_strided, non_contiguous, requires_torch, \
-    same_bits_for_thread_counts, tol, torch
+from helpers import assert_adjoint, best_cpu_seconds, finite_difference, negative_strided, non_contiguous, \
+    requires_torch, same_bits_for_thread_counts, tol, torch
 
 if torch is not None:
     from spatialgrad.torch import ms_deform_attn_reference
@@ -231,17 +231,6 @@ def test_few_and_many_queries_give_the_same_bits_per_query(dtype, rng):
     assert ga_few.tobytes() == ga_many[:, :10].tobytes()
 
 
-def _best_seconds(call, repeats=5):
-    import time
-    call()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def test_cost_follows_the_points_not_the_value(rng):
     # Issue 31: the forward copied every (batch, head) slice of value into a padded buffer whatever the
     # number of queries (one query on Deformable-DETR's levels: 3.6 ms, PyTorch 0.42 ms), and the backward
@@ -260,13 +249,13 @@ def test_cost_follows_the_points_not_the_value(rng):
 
         small, large = inputs((16, 16), 10), inputs((256, 256), 10)
         g = rng.standard_normal((1, 10, 128)).astype(np.float32)
-        forward = [_best_seconds(lambda a=a: sg.ms_deform_attn(*a)) for a in (small, large)]
+        forward = [best_cpu_seconds(lambda a=a: sg.ms_deform_attn(*a)) for a in (small, large)]
         assert forward[1] < 4 * forward[0] + 2e-3, forward
-        fill = _best_seconds(lambda: np.zeros_like(large[0]).fill(1))
-        backward = [_best_seconds(lambda a=a: sg.ms_deform_attn_backward(*a, g)) for a in (small, large)]
+        fill = best_cpu_seconds(lambda: np.zeros_like(large[0]).fill(1))
+        backward = [best_cpu_seconds(lambda a=a: sg.ms_deform_attn_backward(*a, g)) for a in (small, large)]
         assert backward[1] < 4 * (backward[0] + fill) + 2e-3, (backward, fill)
         more = inputs((16, 16), 160)  # 16x the points
-        grown = _best_seconds(lambda: sg.ms_deform_attn(*more))
+        grown = best_cpu_seconds(lambda: sg.ms_deform_attn(*more))
         assert grown < 4 * 16 * forward[0] + 2e-3, (grown, forward)
     finally:
         sg.set_num_threads(previous)

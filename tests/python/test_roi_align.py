@@ -1,13 +1,12 @@
 import itertools
 import textwrap
-import time
 
 import numpy as np
 import pytest
 
 import spatialgrad as sg
-from helpers import (assert_adjoint, negative_strided, non_contiguous, requires_torch, run_probe,
-                     same_bits_for_thread_counts, tol, torch)
+from helpers import (assert_adjoint, best_cpu_seconds, negative_strided, non_contiguous, requires_torch,
+                     run_probe, same_bits_for_thread_counts, tol, torch)
 
 if torch is not None:
     from torchvision.ops import roi_align as tv_roi_align
@@ -259,17 +258,6 @@ def test_a_20000_squared_plane_runs_within_the_scratch_bound():
     assert "backward (1, 1, 20000, 20000) True True" in result.stdout, result.stdout
 
 
-def cpu_seconds(fn, repeats=7):
-    """The least CPU time of the calling thread over `repeats` calls (one kernel thread: robust to a busy machine)."""
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.thread_time()
-        fn()
-        best = min(best, time.thread_time() - start)
-    return best
-
-
 @pytest.fixture
 def one_thread():
     sg.set_num_threads(1)
@@ -289,9 +277,9 @@ def test_with_the_boxes_fixed_a_larger_plane_adds_only_the_zero_fill(rng, one_th
         g = rng.standard_normal((256, 3, 7, 7)).astype(np.float32)
         spread = boxes.copy()  # each box moved by whole pixels anywhere in the image
         spread[:, 1:] += np.tile(np.floor(rng.uniform(0, side - 255, (256, 2))), 2).astype(np.float32)
-        times["forward", side] = cpu_seconds(lambda: sg.roi_align(x, spread, 7, 1.0, 2, True))
-        times["backward", side] = cpu_seconds(lambda: sg.roi_align_backward(g, spread, x.shape, 7, 7, 1.0, 2, True))
-        times["fill", side] = cpu_seconds(lambda: sg.roi_align_backward(g, no_samples, x.shape, 7, 7, 1.0, 2, True))
+        times["forward", side] = best_cpu_seconds(lambda: sg.roi_align(x, spread, 7, 1.0, 2, True))
+        times["backward", side] = best_cpu_seconds(lambda: sg.roi_align_backward(g, spread, x.shape, 7, 7, 1.0, 2, True))
+        times["fill", side] = best_cpu_seconds(lambda: sg.roi_align_backward(g, no_samples, x.shape, 7, 7, 1.0, 2, True))
     # (Margins for a busy machine: the zero-fill of 50 MB alone varies 2x.)
     assert times["forward", 2048] < 3 * times["forward", 256], times
     assert times["backward", 2048] < 2 * times["fill", 2048] + 3 * times["backward", 256], times
@@ -301,10 +289,10 @@ def test_with_the_plane_fixed_the_cost_follows_the_boxes(rng, one_thread):
     x = rng.standard_normal((1, 3, 512, 512)).astype(np.float32)
     boxes = image_boxes(rng, 1024, 1, 512, 512, 4, 128)
     g = rng.standard_normal((1024, 3, 7, 7)).astype(np.float32)
-    few = {d: cpu_seconds(f) for d, f in [("forward", lambda: sg.roi_align(x, boxes[:256], 7, 1.0, 2, True)),
+    few = {d: best_cpu_seconds(f) for d, f in [("forward", lambda: sg.roi_align(x, boxes[:256], 7, 1.0, 2, True)),
                                           ("backward", lambda: sg.roi_align_backward(g[:256], boxes[:256], x.shape,
                                                                                      7, 7, 1.0, 2, True))]}
-    many = {d: cpu_seconds(f) for d, f in [("forward", lambda: sg.roi_align(x, boxes, 7, 1.0, 2, True)),
+    many = {d: best_cpu_seconds(f) for d, f in [("forward", lambda: sg.roi_align(x, boxes, 7, 1.0, 2, True)),
                                            ("backward", lambda: sg.roi_align_backward(g, boxes, x.shape, 7, 7, 1.0,
                                                                                       2, True))]}
     assert many["forward"] < 8 * few["forward"], (few, many)  # 4x the boxes: 4x the work
