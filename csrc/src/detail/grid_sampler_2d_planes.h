@@ -41,11 +41,13 @@ struct PlaneGeometry {
   // Every element's offset fits int32 and strides are not negative: tables also hold int32 tap indices,
   // and float/double planes are read by gathers (gather.h).
   bool index32;
+  bool gathers;  // index32 and a float/double plane: the kernels read it by gathers, not by offsets
 
-  PlaneGeometry(int64_t s2_, int64_t s3_, int64_t H_, int64_t W_)
+  PlaneGeometry(int64_t s2_, int64_t s3_, int64_t H_, int64_t W_, bool gather_type)
       : s2(s2_), s3(s3_), H(static_cast<int32_t>(H_)), W(static_cast<int32_t>(W_)) {
     index32 = s2 >= 0 && s3 >= 0 && s2 <= INT32_MAX && s3 <= INT32_MAX &&
               (H_ - 1) * s2 + (W_ - 1) * s3 <= INT32_MAX;  // no overflow: H, W, s2, s3 < 2^31
+    gathers = index32 && gather_type;
   }
   int64_t at(int32_t y, int32_t x) const { return y * s2 + x * s3; }
   // The int32 index of (y, x), -1 when outside the image (index32 planes); in uint32 arithmetic, so that
@@ -58,6 +60,13 @@ struct PlaneGeometry {
 
 template <class T>
 constexpr bool kGathers = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+// True when offsets[i] = offsets[0] + i for i < n (n >= 1): the points' outputs are one run.
+inline bool consecutive(const int64_t* offsets, int64_t n) {
+  bool all = true;
+  for (int64_t i = 1; i < n; ++i) all &= offsets[i] == offsets[0] + i;
+  return all;
+}
 
 // Where a backward task adds its input gradient: rows [band.begin, band.end) of a channel's plane,
 // element (y, x) at base[(y - row0) * s2 + x * s3] (row0 = 0 when writing the gradient in place, the
@@ -104,7 +113,7 @@ struct PlaneBilinear {
   int64_t count;
   int32_t x[kBlock], y[kBlock];  // the nw corner; -2 when no corner is inside (then none is read)
   int32_t home[kBlock];
-  int64_t offset[kBlock];    // of the nw corner in the input plane (is_inner points)
+  int64_t offset[kBlock];    // of the nw corner in the input plane (is_inner points; not with gathers)
   int32_t index[4][kBlock];  // of the nw, ne, sw, se corners, -1 outside (index32 planes)
   Acc w[4][kBlock];          // nw, ne, sw, se
   Acc dist[4][kBlock];       // ty, 1-ty, tx, 1-tx
@@ -153,9 +162,9 @@ struct PlaneBilinear {
       dist[2][i] = tx;
       dist[3][i] = ex;
     }
-    for (int64_t i = 0; i < count; ++i) {
-      offset[i] = is_inner(i, g) ? g.at(y[i], x[i]) : 0;
-      home[i] = std::clamp(y[i], 0, g.H - 1);
+    for (int64_t i = 0; i < count; ++i) home[i] = std::clamp(y[i], 0, g.H - 1);
+    if (!g.gathers) {
+      for (int64_t i = 0; i < count; ++i) offset[i] = is_inner(i, g) ? g.at(y[i], x[i]) : 0;
     }
     if (g.index32) fill_indices(g);
   }
@@ -191,7 +200,7 @@ struct PlaneBilinear {
   template <class T>
   void forward(const T* __restrict plane, PlaneGeometry g, T* __restrict out, const int64_t* __restrict out_offset) const {
     if constexpr (kGathers<T>) {
-      if (g.index32) {
+      if (g.gathers) {
         Acc v[4][kBlock];
         for (int k = 0; k < 4; ++k) detail::gather(plane, index[k], count, v[k]);
         return combine(v, out, out_offset);
@@ -204,8 +213,12 @@ struct PlaneBilinear {
   template <class T>
   SG_SIMD_CLONES void combine(const Acc (&v)[4][kBlock], T* __restrict out, const int64_t* __restrict out_offset) const {
     Acc sums[kBlock];
-    for (int64_t i = 0; i < count; ++i) sums[i] = v[0][i] * w[0][i] + v[1][i] * w[1][i] + v[2][i] * w[2][i] + v[3][i] * w[3][i];
-    for (int64_t i = 0; i < count; ++i) out[out_offset[i]] = sums[i];
+    const bool straight = consecutive(out_offset, count);
+    Acc* to = straight ? out + out_offset[0] : sums;
+    for (int64_t i = 0; i < count; ++i) to[i] = v[0][i] * w[0][i] + v[1][i] * w[1][i] + v[2][i] * w[2][i] + v[3][i] * w[3][i];
+    if (!straight) {
+      for (int64_t i = 0; i < count; ++i) out[out_offset[i]] = sums[i];
+    }
   }
 
   template <class T>
@@ -224,7 +237,7 @@ struct PlaneBilinear {
   void backward(const T* __restrict plane, PlaneGeometry g, const T* __restrict go, const int64_t* __restrict go_offset,
                 GradTarget<Acc> target, const bool* __restrict owned, Acc* __restrict sx, Acc* __restrict sy) const {
     if constexpr (kGathers<T> && kGrid) {
-      if (g.index32) {
+      if (g.gathers) {
         Acc v[4][kBlock];
         for (int k = 0; k < 4; ++k) detail::gather(plane, index[k], count, v[k]);
         add_grid_terms<kBanded>(v, go, go_offset, owned, sx, sy);
@@ -289,8 +302,8 @@ struct PlaneNearest {
   int64_t count;
   int32_t x[kBlock], y[kBlock];  // -1 when outside the image
   int32_t home[kBlock];
-  int64_t offset[kBlock];
-  int32_t index[kBlock];  // offset as int32, -1 outside (index32 planes)
+  int64_t offset[kBlock];  // of the tap in the input plane (not with gathers)
+  int32_t index[kBlock];   // offset as int32, -1 outside (index32 planes)
   Acc mult[2][kBlock];    // unused (no grid gradient); kept for the drivers' common shape
 
   template <class T>
@@ -315,7 +328,9 @@ struct PlaneNearest {
       y[i] = static_cast<int32_t>(in ? yr : Acc(-1));
       home[i] = static_cast<int32_t>(in ? yr : Acc(0));
     }
-    for (int64_t i = 0; i < count; ++i) offset[i] = x[i] >= 0 ? g.at(y[i], x[i]) : 0;
+    if (!g.gathers) {
+      for (int64_t i = 0; i < count; ++i) offset[i] = x[i] >= 0 ? g.at(y[i], x[i]) : 0;
+    }
     if (g.index32) fill_indices(g);
   }
 
@@ -326,7 +341,10 @@ struct PlaneNearest {
   template <class T>
   void forward(const T* __restrict plane, PlaneGeometry g, T* __restrict out, const int64_t* __restrict out_offset) const {
     if constexpr (kGathers<T>) {
-      if (g.index32) {
+      if (g.gathers && consecutive(out_offset, count)) {  // straight into the output
+        return detail::gather(plane, index, count, out + out_offset[0]);
+      }
+      if (g.gathers) {
         T v[kBlock];
         detail::gather(plane, index, count, v);
         for (int64_t i = 0; i < count; ++i) out[out_offset[i]] = v[i];
@@ -339,10 +357,17 @@ struct PlaneNearest {
   }
 
   template <bool kBanded, bool kScatter, bool kGrid, class T>
-  SG_SIMD_CLONES void backward(const T*, PlaneGeometry, const T* __restrict go, const int64_t* __restrict go_offset,
+  SG_SIMD_CLONES void backward(const T*, PlaneGeometry g, const T* __restrict go, const int64_t* __restrict go_offset,
                                GradTarget<Acc> target, const bool*, Acc*, Acc*) const {
     static_assert(!kGrid, "nearest has no grid gradient");
     if constexpr (kScatter) {
+      if (!kBanded && target.row0 == 0 && target.s2 == g.s2 && target.s3 == g.s3 && g.index32) {
+        // The gradient laid out as the input: the taps' input indices address it (no multiply per tap).
+        for (int64_t i = 0; i < count; ++i) {
+          if (index[i] >= 0) target.base[index[i]] += load_as<Acc>(go[go_offset[i]]);
+        }
+        return;
+      }
       for (int64_t i = 0; i < count; ++i) {
         if (x[i] >= 0) target.template add<kBanded>(y[i], x[i], load_as<Acc>(go[go_offset[i]]));
       }
