@@ -129,3 +129,21 @@ def best_cpu_seconds(fn, repeats=7):
         fn()
         best = min(best, time.thread_time() - start)
     return best
+
+
+# Prepended to probes that bound their memory: address_space() is what the process maps now, and
+# limit_address_space(extra) caps it at that plus `extra` bytes (the arrays a call makes and the scratch
+# bound of docs/operators.md), so that a kernel whose scratch grows past it fails with MemoryError.
+ADDRESS_SPACE_PRELUDE = """
+import resource
+
+
+def address_space():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+
+
+def limit_address_space(extra):
+    limit = address_space() + extra
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+"""

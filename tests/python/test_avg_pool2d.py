@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import spatialgrad as sg
-from helpers import (assert_adjoint, finite_difference, negative_strided, non_contiguous, requires_torch, run_probe,
-                     same_bits_for_thread_counts, tol, torch)
+from helpers import (ADDRESS_SPACE_PRELUDE, assert_adjoint, finite_difference, negative_strided, non_contiguous,
+                     requires_torch, run_probe, same_bits_for_thread_counts, tol, torch)
 
 if torch is not None:
     import torch.nn.functional as F
@@ -207,28 +207,23 @@ def test_layouts_give_the_same_bits(rng):
 # to what it holds (numpy, the library, the pool's threads, the arrays) plus the bound of docs/operators.md: a
 # regression that allocates beyond it fails with MemoryError instead of exhausting the machine.
 LARGE_PLANE_PROBE = """
-import resource, numpy as np, spatialgrad as sg
+import numpy as np, spatialgrad as sg
 sg.set_num_threads(2)
 small = np.ones((1, 1, 64, 64), np.float32)
 sg.avg_pool2d_backward(sg.avg_pool2d(small, 2), small, 2)  # starts the pool's threads before the limit
-def address_space():
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
 n = 20000
 shape, pooled = (1, 1, n, n), (1, 1, n // 2, n // 2)
 data_bytes = 4 * (n * n + (n // 2) ** 2)
 bound = max(64 << 20, data_bytes // 4)
 if DIRECTION == "forward":
     x = np.ones(shape, np.float32)
-    limit = address_space() + 4 * (n // 2) ** 2 + bound + (16 << 20)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    limit_address_space(4 * (n // 2) ** 2 + bound + (16 << 20))
     y = sg.avg_pool2d(x, 2)
     print("forward", y.shape, float(y[0, 0, ::997, ::991].min()), float(y[0, 0, ::997, ::991].max()))
 else:
     g = np.ones(pooled, np.float32)
     x = np.broadcast_to(np.float32(0), shape)  # lends its shape only
-    limit = address_space() + 4 * n * n + bound + (16 << 20)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    limit_address_space(4 * n * n + bound + (16 << 20))
     gi = sg.avg_pool2d_backward(g, x, 2)
     print("backward", gi.shape, float(gi[0, 0, ::997, ::991].min()), float(gi[0, 0, ::997, ::991].max()))
 """
@@ -236,7 +231,7 @@ else:
 
 @pytest.mark.parametrize("direction", ["forward", "backward"])
 def test_a_20000_square_plane_runs_within_the_memory_bound(direction):
-    result = run_probe(f"DIRECTION = {direction!r}\n" + LARGE_PLANE_PROBE, timeout=120)
+    result = run_probe(ADDRESS_SPACE_PRELUDE + f"DIRECTION = {direction!r}\n" + LARGE_PLANE_PROBE, timeout=120)
     assert result.returncode == 0, f"exit {result.returncode}: {result.stderr[-2000:]}"
     value = "1.0" if direction == "forward" else "0.25"
     shape = "(1, 1, 10000, 10000)" if direction == "forward" else "(1, 1, 20000, 20000)"

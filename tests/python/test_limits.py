@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import spatialgrad as sg
-from helpers import requires_torch, run_probe, torch
+from helpers import ADDRESS_SPACE_PRELUDE, requires_torch, run_probe, torch
 
 PROBE_HEADER = """
 import resource, numpy as np, spatialgrad as sg
@@ -112,15 +112,10 @@ def test_grid_sample_on_a_20000_square_plane_keeps_scratch_bounded():
     # killer end this call at 24 GB. The plane strategy's scratch follows the points: inside an address
     # space of what the interpreter uses now, plus the arrays (1.6 GB input, 1.6 GB input gradient), plus
     # the scratch bound (25% of them), both directions run, and give what a constant plane must.
-    out = run_probe("""
+    out = run_probe(ADDRESS_SPACE_PRELUDE + textwrap.dedent("""
         import os
         os.environ["SPATIALGRAD_MEMORY_CACHE_MB"] = "0"  # no blocks kept between the calls
         import resource, numpy as np, spatialgrad as sg
-
-        def address_space():
-            for line in open("/proc/self/status"):
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
 
         sg.set_num_threads(2)
         rng = np.random.default_rng(0)
@@ -128,14 +123,13 @@ def test_grid_sample_on_a_20000_square_plane_keeps_scratch_bounded():
         small = np.ones((1, 1, 8, 8), np.float32)
         sg.grid_sampler_2d_backward(sg.grid_sample(small, grid), small, grid)  # the pool's threads exist
         arrays = 2 * 20000 * 20000 * 4 + 2 * grid.nbytes + 2 * 256 * 256 * 4
-        limit = address_space() + arrays + max(64 << 20, arrays // 4)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        limit_address_space(arrays + max(64 << 20, arrays // 4))
         x = np.ones((1, 1, 20000, 20000), np.float32)
         y = sg.grid_sample(x, grid)
         print("forward", bool(np.allclose(y, 1, rtol=0, atol=1e-6)))
         gi, gg = sg.grid_sampler_2d_backward(np.ones_like(y), x, grid)
         print("backward", round(float(gi.sum(dtype=np.float64))), float(np.abs(gg).max()))
-    """, timeout=120)
+    """), timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "forward True" in out.stdout, out.stdout
     assert "backward 65536 0.0" in out.stdout, out.stdout
@@ -145,29 +139,23 @@ def test_upsample_runs_on_a_20000_squared_plane_within_the_scratch_bound():
     # Issue 31: scratch above inputs and outputs <= max(64 MiB, 25% of them) whatever the plane, and a
     # plane PyTorch can resize we resize. The address space is limited to what the interpreter uses now
     # plus the arrays plus that bound: a kernel whose scratch grows past it fails with MemoryError.
-    out = run_probe("""
+    out = run_probe(ADDRESS_SPACE_PRELUDE + textwrap.dedent("""
         import os
         os.environ["SPATIALGRAD_MEMORY_CACHE_MB"] = "0"  # no blocks kept between the calls
         import resource, numpy as np, spatialgrad as sg
-
-        def address_space():
-            for line in open("/proc/self/status"):
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
 
         sg.set_num_threads(2)
         sg.upsample_bilinear2d_backward(sg.upsample_bilinear2d(np.ones((1, 1, 8, 8), np.float32), 4), 4,
                                         (1, 1, 8, 8))  # the pool's threads exist before the limit
         big, small = 20000 * 20000 * 4, 10000 * 10000 * 4
-        limit = address_space() + big + small + max(64 << 20, (big + small) // 4)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        limit_address_space(big + small + max(64 << 20, (big + small) // 4))
         x = np.ones((1, 1, 20000, 20000), np.float32)
         y = sg.upsample_bilinear2d(x, (10000, 10000))
         print("forward", y.shape, float(y[0, 0, 123, 4567]))
         del x
         gi = sg.upsample_bilinear2d_backward(y, (10000, 10000), (1, 1, 20000, 20000))
         print("backward", gi.shape, float(gi[0, 0, 246, 9134]), float(gi[0, 0, 19999, 19999]))
-    """, timeout=120)
+    """), timeout=120)
     assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}"
     assert "forward (1, 1, 10000, 10000) 1.0" in out.stdout
     assert "backward (1, 1, 20000, 20000) 0.25 0.25" in out.stdout
@@ -178,7 +166,7 @@ def test_ms_deform_attn_on_a_large_level_keeps_scratch_bounded():
     # accumulated the slice's gradient in a second one: 4 buffers of 268 MB at 2 threads here, whatever the
     # number of queries. A few queries now read value and add into grad_value where they are: both
     # directions run in an address space of what the probe holds, plus grad_value, plus 512 MiB.
-    out = run_probe("""
+    out = run_probe(ADDRESS_SPACE_PRELUDE + textwrap.dedent("""
         import resource, numpy as np, spatialgrad as sg
         sg.set_num_threads(2)
         H = W = 1448  # a 537 MB value: (1, H*W, 2 heads, 32 channels) float32
@@ -187,15 +175,13 @@ def test_ms_deform_attn_on_a_large_level_keeps_scratch_bounded():
         loc = rng.uniform(0.25, 0.75, (1, 300, 2, 1, 4, 2)).astype(np.float32)  # every corner inside
         attn = rng.uniform(0, 1, (1, 300, 2, 1, 4)).astype(np.float32)
         shapes, starts = np.array([[H, W]]), np.array([0])
-        vm = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmSize"))
-        limit = vm + value.nbytes + (512 << 20)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        limit_address_space(value.nbytes + (512 << 20))
         out = sg.ms_deform_attn(value, shapes, starts, loc, attn)
         print("forward", bool(np.allclose(out.reshape(1, 300, 2, 32), attn.sum(axis=(3, 4))[..., None], rtol=1e-5)))
         gv, gl, ga = sg.ms_deform_attn_backward(value, shapes, starts, loc, attn, np.ones_like(out))
         print("backward", bool(np.isclose(gv.sum(dtype=np.float64), 32 * attn.sum(dtype=np.float64), rtol=1e-5)),
               float(np.abs(gl).max()), bool(np.allclose(ga, 32, rtol=1e-5)))
-    """, timeout=120)
+    """), timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "forward True" in out.stdout, out.stdout
     assert "backward True 0.0 True" in out.stdout, out.stdout

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import spatialgrad as sg
-from helpers import (assert_adjoint, best_cpu_seconds, negative_strided, non_contiguous, requires_torch,
-                     run_probe, same_bits_for_thread_counts, tol, torch)
+from helpers import (ADDRESS_SPACE_PRELUDE, assert_adjoint, best_cpu_seconds, negative_strided, non_contiguous,
+                     requires_torch, run_probe, same_bits_for_thread_counts, tol, torch)
 
 if torch is not None:
     from torchvision.ops import roi_align as tv_roi_align
@@ -202,11 +202,6 @@ def test_parity_and_thread_bits_on_the_shapes_of_each_kernel(case, rng):
 LARGE_PLANE_PROBE = """
 import resource, numpy as np, spatialgrad as sg
 
-def address_space():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmSize:"):
-            return int(line.split()[1]) * 1024
-
 def limit_scratch(output_bytes, in_out_bytes):
     # Address space for what is mapped now, the output, and the scratch bound of docs/operators.md.
     limit = address_space() + output_bytes + max(64 << 20, in_out_bytes // 4)
@@ -252,7 +247,7 @@ def test_a_20000_squared_plane_runs_within_the_scratch_bound():
     # channels wide, 25.6 GB, and the backward kept such a patch per thread. Both now run under an address space
     # limit of what is mapped + the output + max(64 MiB, 25% of inputs and outputs), and give the values of the
     # same boxes on crops of the plane.
-    result = run_probe(textwrap.dedent(LARGE_PLANE_PROBE), timeout=180)
+    result = run_probe(ADDRESS_SPACE_PRELUDE + textwrap.dedent(LARGE_PLANE_PROBE), timeout=180)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "forward (4, 1, 7, 7) True True" in result.stdout, result.stdout
     assert "backward (1, 1, 20000, 20000) True True" in result.stdout, result.stdout
