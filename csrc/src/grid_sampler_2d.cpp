@@ -348,7 +348,7 @@ struct PointGroup {
   int64_t first = 0;              // a block's first point
   const int32_t* list = nullptr;  // or the points
   int64_t count = 0;
-  const Acc* gx = nullptr;        // with a list: the points' grid values
+  const Acc* gx = nullptr;        // with a list: the listed points' grid values (kept by the bins)
   const Acc* gy = nullptr;
   int64_t point(int64_t i) const { return list != nullptr ? list[i] : first + i; }
 };
@@ -361,13 +361,9 @@ PointGroup<AccType<T>> block_group(const Context<T>& ctx, int64_t b) {
 template <class T, class Table>
 void build_table(Table& table, const Context<T>& ctx, int64_t n, const PointGroup<AccType<T>>& group,
                  const PlaneGeometry& g, bool with_grad) {
-  if (group.gx != nullptr) return table.build(ctx, group.gx, group.gy, group.count, g, with_grad);
+  if (group.list != nullptr) return table.build(ctx, group.gx, group.gy, group.count, g, with_grad);
   AccType<T> gx[kBlock], gy[kBlock];
-  if (group.list != nullptr) {
-    ctx.grid_points(n, group.list, group.count, gx, gy);
-  } else {
-    ctx.grid_block(n, group.first / kBlock, gx, gy);
-  }
+  ctx.grid_block(n, group.first / kBlock, gx, gy);
   table.build(ctx, gx, gy, group.count, g, with_grad);
 }
 

@@ -634,8 +634,8 @@ TEST(Gather, VectorAndPortablePathsAgree) {
   }
 }
 
-// The plane strategy with and without vector gathers, and on a plane whose offsets pass int32 (a
-// broadcast view, no int32 indices): the same bits.
+// The plane strategy with AVX2 gathers and with gather()'s portable loop: the same bits. (The checked loads
+// through int64 offsets, taken by float16/bfloat16 planes, are compared with the tiles in TilesAndPlanesAgree.)
 TEST(GridSampler2d, PlaneGathersMatchCheckedLoads) {
   const detail::ForcedGridSamplerStrategy planes(detail::GridSamplerStrategy::kPlanes);
   for (int mode : {0, 1, 2}) {

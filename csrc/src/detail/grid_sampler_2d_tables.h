@@ -109,15 +109,6 @@ struct Context {
       }
     }
   }
-  // The grid values of `count` points of batch n listed in `points`: x in gx, y in gy.
-  void grid_points(int64_t n, const int32_t* points, int64_t count, Acc* __restrict gx, Acc* __restrict gy) const {
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t p = points[i], h = p / Wo, w = p % Wo;
-      const T* g = grid.data + n * grid.s0 + h * grid.s1 + w * grid.s2;
-      gx[i] = load_as<Acc>(g[0]);
-      gy[i] = load_as<Acc>(g[grid.s3]);
-    }
-  }
   // The grid values of the points of block b of batch n: x in gx, y in gy. Returns the point count.
   int64_t grid_block(int64_t n, int64_t b, Acc* __restrict gx, Acc* __restrict gy) const {
     const int64_t begin = b * kBlock, count = block_end(b) - begin;
