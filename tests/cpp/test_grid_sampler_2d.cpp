@@ -11,6 +11,8 @@
 #include "detail/gather.h"
 #include "detail/grid_sampler_2d_coords.h"
 #include "detail/grid_sampler_2d_strategy.h"
+#include "detail/rows.h"
+#include "detail/simd.h"
 #include "spatialgrad/grid_sampler_2d.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"
@@ -217,6 +219,46 @@ void expect_floor_of_is_floor() {
     EXPECT_EQ(std::memcmp(&expected, &got, sizeof(T)), 0) << v << ": " << got << " != " << expected;
   }
   EXPECT_TRUE(std::isnan(detail::floor_of(std::numeric_limits<T>::quiet_NaN())));
+}
+
+// The grid's (x, y) pairs are split into two rows and the grid gradient stored back as pairs: every count
+// (the vector steps and the tails), float (vectorised), double and half (rounded once).
+template <class T>
+void expect_pairs_round_trip() {
+  using Acc = AccType<T>;
+  for (int64_t n = 0; n <= 19; ++n) {
+    std::vector<T> pairs(static_cast<size_t>(2 * n) + 1, store_as<T>(Acc(-7)));
+    for (int64_t i = 0; i < 2 * n; ++i) pairs[static_cast<size_t>(i)] = store_as<T>(Acc(0.25) * static_cast<Acc>(i + 1));
+    std::vector<Acc> wide(pairs.size()), x(static_cast<size_t>(n) + 1, Acc(-1)), y(x);
+    for (size_t i = 0; i < pairs.size(); ++i) wide[i] = load_as<Acc>(pairs[i]);
+    detail::split_pairs(wide.data(), n, x.data(), y.data());
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_EQ(x[static_cast<size_t>(i)], wide[static_cast<size_t>(2 * i)]) << n << " " << i;
+      EXPECT_EQ(y[static_cast<size_t>(i)], wide[static_cast<size_t>(2 * i + 1)]) << n << " " << i;
+    }
+    EXPECT_EQ(x[static_cast<size_t>(n)], Acc(-1)) << "split_pairs wrote past n = " << n;
+    std::vector<T> back(pairs.size(), store_as<T>(Acc(-7)));
+    detail::store_pairs(x.data(), y.data(), n, back.data());
+    for (size_t i = 0; i < pairs.size(); ++i) EXPECT_EQ(load_as<Acc>(back[i]), load_as<Acc>(pairs[i])) << n << " " << i;
+  }
+}
+
+TEST(GridSamplerCoords, PairsSplitAndStoreBack) {
+  expect_pairs_round_trip<float>();
+  expect_pairs_round_trip<double>();
+  expect_pairs_round_trip<Half>();
+}
+
+TEST(GridSamplerCoords, AllLanesNeedsEveryLane) {
+  using V = detail::Vec<float, 32>;
+  const V zero{}, ones = zero + 1;
+  EXPECT_TRUE(detail::all_lanes(zero < ones));
+  EXPECT_FALSE(detail::all_lanes(zero > ones));
+  for (int k = 0; k < 8; ++k) {
+    V one_off = ones;
+    one_off[k] = 0;
+    EXPECT_FALSE(detail::all_lanes(zero < one_off)) << k;
+  }
 }
 
 TEST(GridSamplerCoords, FloorOfIsFloor) {

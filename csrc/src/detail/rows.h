@@ -30,6 +30,38 @@ SPATIALGRAD_INLINE void load_row(const T* src, int64_t stride, int64_t n, Acc* _
   }
 }
 
+// evens[i] = pairs[2 * i] and odds[i] = pairs[2 * i + 1] for i < n: a row of interleaved pairs (the grid
+// sampler's (x, y) values) split in two, eight pairs a step for float.
+template <class Acc>
+SG_SIMD_CLONES void split_pairs(const Acc* __restrict pairs, int64_t n, Acc* __restrict evens, Acc* __restrict odds) {
+  int64_t i = 0;
+  if constexpr (std::is_same_v<Acc, float>) {
+    using V = Vec<float, 32>;
+    for (; i + 8 <= n; i += 8) {
+      V a, b, even, odd;
+      load_u(a, pairs + 2 * i);
+      load_u(b, pairs + 2 * i + 8);
+      deinterleave8(a, b, even, odd);
+      store_u(evens + i, even);
+      store_u(odds + i, odd);
+    }
+  }
+  for (; i < n; ++i) {
+    evens[i] = pairs[2 * i];
+    odds[i] = pairs[2 * i + 1];
+  }
+}
+
+// pairs[2 * i] = evens[i] and pairs[2 * i + 1] = odds[i], rounded once to T, for i < n: split_pairs'
+// inverse.
+template <class Acc, class T>
+SG_SIMD_CLONES void store_pairs(const Acc* __restrict evens, const Acc* __restrict odds, int64_t n, T* __restrict pairs) {
+  for (int64_t i = 0; i < n; ++i) {
+    pairs[2 * i] = store_as<T>(evens[i]);
+    pairs[2 * i + 1] = store_as<T>(odds[i]);
+  }
+}
+
 // dst[i * stride] = src[i] rounded once to T, for i < n.
 template <class T, class Acc>
 SPATIALGRAD_INLINE void store_row(const Acc* __restrict src, int64_t n, T* dst, int64_t stride) {

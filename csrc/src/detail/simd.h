@@ -64,6 +64,15 @@ SPATIALGRAD_INLINE void store_u(T* p, const V& v) {
   std::memcpy(p, &v, sizeof(V));
 }
 
+// True when every lane of a vector comparison's result is true (-1). A lane-by-lane test: for a result
+// gathered over a run of vectors and tested once, not inside a vector loop.
+template <class M>
+SPATIALGRAD_INLINE bool all_lanes(const M& mask) {
+  bool all = true;
+  for (int k = 0; k < static_cast<int>(sizeof(M) / sizeof(mask[0])); ++k) all &= mask[k] != 0;
+  return all;
+}
+
 // dots[j] = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7)) for the lanes x of p_j, j < 4: four
 // horizontal sums in a fixed order, computed together with shuffles that stay within 128-bit halves
 // (two shufps and an add per step with AVX).
