@@ -367,21 +367,27 @@ void build_table(Table& table, const Context<T>& ctx, int64_t n, const PointGrou
   table.build(ctx, gx, gy, group.count, g, with_grad);
 }
 
-// The offsets of a group's points in the point planes (output or grad_output).
+// The offsets of a group's points in the point planes (output or grad_output); true when they are one
+// run (offset[i] = offset[0] + i), so that the sweeps may write a channel's values straight. Known here
+// once per group: checking per channel cost 19% of a nearest forward on (8,3,256,256).
 template <class T>
-void point_offsets(const Context<T>& ctx, const PointGroup<AccType<T>>& group, int64_t* offset) {
+bool point_offsets(const Context<T>& ctx, const PointGroup<AccType<T>>& group, int64_t* __restrict offset) {
   const bool dense = ctx.point_s3 == 1 && ctx.point_s2 == ctx.Wo;  // offsets are the points' own numbers
+  const int64_t first = group.first, count = group.count;          // locals: the stores cannot alias them
   if (group.list == nullptr && dense) {
-    for (int64_t i = 0; i < group.count; ++i) offset[i] = group.first + i;
-  } else if (group.list == nullptr) {
-    const int64_t b = group.first / kBlock;
-    ctx.for_points(b, [&](int64_t p, int64_t h, int64_t w) { offset[p - group.first] = h * ctx.point_s2 + w * ctx.point_s3; });
+    for (int64_t i = 0; i < count; ++i) offset[i] = first + i;
+    return true;
+  }
+  if (group.list == nullptr) {
+    const int64_t b = first / kBlock;
+    ctx.for_points(b, [&](int64_t p, int64_t h, int64_t w) { offset[p - first] = h * ctx.point_s2 + w * ctx.point_s3; });
   } else {
-    for (int64_t i = 0; i < group.count; ++i) {
+    for (int64_t i = 0; i < count; ++i) {
       const int64_t p = group.list[i];
       offset[i] = dense ? p : p / ctx.Wo * ctx.point_s2 + p % ctx.Wo * ctx.point_s3;
     }
   }
+  return count > 0 && consecutive(offset, count);
 }
 
 // Large planes are swept bin by bin: a bin is a run of rows whose planes (input, and input gradient in
@@ -521,8 +527,8 @@ void forward_planes(const Context<T>& ctx, const View4<T>& out) {
       const int64_t n = task / ctx.blocks;
       const PointGroup<AccType<T>> group = block_group(ctx, task % ctx.blocks);
       build_table(*table, ctx, n, group, g, false);
-      point_offsets(ctx, group, offsets);
-      for (int64_t c = 0; c < ctx.C; ++c) table->forward(ctx.input.plane(n, c), g, out.plane(n, c), offsets);
+      const bool straight = point_offsets(ctx, group, offsets);
+      for (int64_t c = 0; c < ctx.C; ++c) table->forward(ctx.input.plane(n, c), g, out.plane(n, c), offsets, straight);
     }
   });
 }
@@ -691,20 +697,20 @@ struct PlaneBackward {
   void write_owned_grid_grad(int64_t n, const PointGroup<Acc>& group, const Scratch& s) const {
     const View4<T>& gg = *grad_grid;
     const Table& t = *s.table;
-    auto write = [&](int64_t i, T* out) {
-      Acc x = s.sx[0][i], y = s.sy[0][i];
-      for (int64_t l = 1; l < used_lanes(); ++l) {  // lane order, as rows.h add_lane_sums
-        x += s.sx[l][i];
-        y += s.sy[l][i];
-      }
-      out[0] = store_as<T>((Acc(0) + x) * t.mult[0][i]);
-      out[gg.s3] = store_as<T>((Acc(0) + y) * t.mult[1][i]);
-    };
+    Acc x[kBlock], y[kBlock];
+    sum_lanes(s.sx, used_lanes(), t.mult[0], t.count, x);
+    sum_lanes(s.sy, used_lanes(), t.mult[1], t.count, y);
     const bool dense = ctx.dense_pairs(gg);  // (x, y) pairs in point order
+    T* batch = gg.data + n * gg.s0;
+    if (dense && group.list == nullptr && std::find(s.owned, s.owned + t.count, false) == s.owned + t.count) {
+      return detail::store_pairs(x, y, t.count, batch + 2 * group.first);  // one run of pairs
+    }
     for (int64_t i = 0; i < t.count; ++i) {
       if (!s.owned[i]) continue;
       const int64_t p = group.point(i);
-      write(i, gg.data + n * gg.s0 + (dense ? 2 * p : p / ctx.Wo * gg.s1 + p % ctx.Wo * gg.s2));
+      T* out = batch + (dense ? 2 * p : p / ctx.Wo * gg.s1 + p % ctx.Wo * gg.s2);
+      out[0] = store_as<T>(x[i]);
+      out[gg.s3] = store_as<T>(y[i]);
     }
   }
 

@@ -127,14 +127,15 @@ SPATIALGRAD_INLINE Acc clip_to(Acc ix, Acc high, bool& moves) {
 // reflect() then clip() for a vector u of unnormalised coordinates, written with vector operations (GCC
 // does not vectorise the scalar form: its selects become branches). Exact for the lanes within one
 // period of the low edge (all of them when the grid stays within a reflection of the image), where fmod
-// is the identity; returns false when some lane is not (NaN, Inf, farther), for the caller to redo.
-// grad = scale * (reflection sign * clip derivative), with the signed zeros of those products.
-template <class V, class Acc>
-SPATIALGRAD_INLINE bool reflect_lanes(const V& u, Acc low, Acc span, Acc high, Acc scale, V& value, V& grad) {
+// is the identity; clears the lanes of `reached` that are not (NaN, Inf, farther), for the caller to redo
+// them. grad = scale * (reflection sign * clip derivative), with the signed zeros of those products.
+template <class V, class Acc, class Mask>
+SPATIALGRAD_INLINE void reflect_lanes(const V& u, Acc low, Acc span, Acc high, Acc scale, V& value, V& grad,
+                                      Mask& reached) {
   const V in = u - low;
   const auto negative = in < 0;
   const V distance = negative ? -in : in;
-  const auto within = distance < 2 * span;  // false for NaN and +-Inf
+  reached &= distance < 2 * span;  // false for NaN and +-Inf
   const auto mirrored = distance > span;
   const V reflected = (mirrored ? 2 * span - distance : distance) + low;
   const auto above = reflected > 0, below = reflected < high;
@@ -142,10 +143,6 @@ SPATIALGRAD_INLINE bool reflect_lanes(const V& u, Acc low, Acc span, Acc high, A
   const auto flip = negative != mirrored;
   const V zero{};
   grad = (above & below) ? (flip ? zero - scale : zero + scale) : (flip ? -zero : zero);
-  for (int k = 0; k < static_cast<int>(sizeof(V) / sizeof(Acc)); ++k) {
-    if (!within[k]) return false;
-  }
-  return true;
 }
 
 // source_coordinates for reflection padding: vectors of reflect_lanes, and the scalar formula for the
@@ -162,16 +159,18 @@ SPATIALGRAD_INLINE void reflected_coordinates(const Acc* __restrict g, int64_t n
     value[i] = c.value;
     grad[i] = c.grad;
   };
+  // The lanes' masks are gathered over the whole run and checked once (a test per vector cost a fifth
+  // of the nearest backward on a reflected flow grid); a run with a lane out of reach is redone by the
+  // scalar formula, which gives the same values for the lanes in reach.
   int64_t i = 0;
+  auto reached = V{} == V{};
   for (; i + kLanes <= n; i += kLanes) {
     V x, v, d;
-    if (reflect_lanes(V((load_u(x, g + i) + 1) * scale - shift), low, span, high, scale, v, d)) {
-      store_u(value + i, v);
-      store_u(grad + i, d);
-    } else {
-      for (int64_t k = i; k < i + kLanes; ++k) scalar(k);
-    }
+    reflect_lanes(V((load_u(x, g + i) + 1) * scale - shift), low, span, high, scale, v, d, reached);
+    store_u(value + i, v);
+    store_u(grad + i, d);
   }
+  if (!all_lanes(reached)) i = 0;
   for (; i < n; ++i) scalar(i);
 }
 

@@ -112,12 +112,14 @@ struct Context {
   // The grid values of the points of block b of batch n: x in gx, y in gy. Returns the point count.
   int64_t grid_block(int64_t n, int64_t b, Acc* __restrict gx, Acc* __restrict gy) const {
     const int64_t begin = b * kBlock, count = block_end(b) - begin;
-    if (dense_pairs(grid)) {  // the block is one run of (x, y) pairs: widened as a row (rows.h)
-      Acc pairs[2 * kBlock];
-      detail::load_row(grid.data + n * grid.s0 + 2 * begin, 1, 2 * count, pairs);
-      for (int64_t i = 0; i < count; ++i) {
-        gx[i] = pairs[2 * i];
-        gy[i] = pairs[2 * i + 1];
+    if (dense_pairs(grid)) {  // the block is one run of (x, y) pairs: split (and widened as a row, rows.h)
+      const T* run = grid.data + n * grid.s0 + 2 * begin;
+      if constexpr (std::is_same_v<T, Acc>) {
+        detail::split_pairs(run, count, gx, gy);
+      } else {
+        Acc pairs[2 * kBlock];
+        detail::load_row(run, 1, 2 * count, pairs);
+        detail::split_pairs(pairs, count, gx, gy);
       }
       return count;
     }
