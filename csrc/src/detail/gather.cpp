@@ -17,6 +17,16 @@ void gather_portable(const T* src, const int32_t* index, int64_t first, int64_t 
   for (int64_t i = first; i < n; ++i) dst[i] = index[i] >= 0 ? src[index[i]] : T(0);
 }
 
+template <class T>
+void gather4_weighted_portable(const T* src, const int32_t* const* index, const T* const* w, int64_t first, int64_t n,
+                               T* dst) {
+  for (int64_t i = first; i < n; ++i) {
+    T v[4];
+    for (int k = 0; k < 4; ++k) v[k] = index[k][i] >= 0 ? src[index[k][i]] : T(0);
+    dst[i] = v[0] * w[0][i] + v[1] * w[1][i] + v[2] * w[2][i] + v[3] * w[3][i];
+  }
+}
+
 #if defined(SG_GATHER_AVX2)
 // Eight (float) or four (double) lanes a step: the lanes whose index is negative are masked off (not
 // read) and keep the zero the gather starts from.
@@ -39,6 +49,25 @@ __attribute__((target("avx2"))) void gather_avx2(const double* src, const int32_
   }
   gather_portable(src, index, i, n, dst);
 }
+
+// The four taps of eight points gathered together (their misses overlap), then weighted and summed
+// in the portable loop's order.
+__attribute__((target("avx2"))) void gather4_weighted_avx2(const float* src, const int32_t* const* index,
+                                                           const float* const* w, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256i at = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(index[k] + i));
+      const __m256 mask = _mm256_castsi256_ps(_mm256_cmpgt_epi32(at, _mm256_set1_epi32(-1)));
+      v[k] = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), src, at, mask, 4);
+    }
+    __m256 sum = _mm256_mul_ps(v[0], _mm256_loadu_ps(w[0] + i));
+    for (int k = 1; k < 4; ++k) sum = _mm256_add_ps(sum, _mm256_mul_ps(v[k], _mm256_loadu_ps(w[k] + i)));
+    _mm256_storeu_ps(dst + i, sum);
+  }
+  gather4_weighted_portable(src, index, w, i, n, dst);
+}
 #endif
 
 std::atomic<bool> vector_allowed{true};
@@ -60,6 +89,13 @@ void gather_any(const T* src, const int32_t* index, int64_t n, T* dst) {
 }
 
 }  // namespace
+
+void gather4_weighted(const float* src, const int32_t* const* index, const float* const* w, int64_t n, float* dst) {
+#if defined(SG_GATHER_AVX2)
+  if (use_avx2()) return gather4_weighted_avx2(src, index, w, n, dst);
+#endif
+  gather4_weighted_portable(src, index, w, 0, n, dst);
+}
 
 void gather(const float* src, const int32_t* index, int64_t n, float* dst) { gather_any(src, index, n, dst); }
 void gather(const double* src, const int32_t* index, int64_t n, double* dst) { gather_any(src, index, n, dst); }

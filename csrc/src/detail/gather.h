@@ -11,6 +11,10 @@ namespace spatialgrad::detail {
 void gather(const float* src, const int32_t* index, int64_t n, float* dst);
 void gather(const double* src, const int32_t* index, int64_t n, double* dst);
 
+// dst[i] = v0 * w[0][i] + v1 * w[1][i] + v2 * w[2][i] + v3 * w[3][i] (in that order), vk = src[index[k][i]]
+// or 0: four taps gathered and weighted together.
+void gather4_weighted(const float* src, const int32_t* const* index, const float* const* w, int64_t n, float* dst);
+
 // For tests: false makes gather() take the portable loop (true: the CPU's best path).
 void allow_vector_gathers(bool allow);
 

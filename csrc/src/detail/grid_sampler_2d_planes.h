@@ -223,6 +223,15 @@ struct PlaneBilinear {
   void forward(const T* __restrict plane, PlaneGeometry g, T* __restrict out, const int64_t* __restrict out_offset,
                bool straight) const {
     if constexpr (kGathers<T>) {
+      if constexpr (std::is_same_v<T, float>) {
+        // Into a run of outputs: the four corners of eight points gathered together, their cache misses
+        // overlapping (a 64^2 grid on (1,3,2048,2048): 0.165 -> 0.158 ms; (8,1,256,256): 2.75 -> 2.46 ms).
+        if (g.gathers && straight) {
+          const int32_t* corners[4] = {index[0], index[1], index[2], index[3]};
+          const float* weights[4] = {w[0], w[1], w[2], w[3]};
+          return detail::gather4_weighted(plane, corners, weights, count, out + out_offset[0]);
+        }
+      }
       if (g.gathers) {
         Acc v[4][kBlock];
         for (int k = 0; k < 4; ++k) detail::gather(plane, index[k], count, v[k]);
