@@ -2,6 +2,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <sstream>
 
@@ -35,7 +36,6 @@ constexpr const char* kRoiAlignCode = "ops-cv objdetect/roi_align_grad/op_host/o
 constexpr const char* kRoiAlignDoc = "ops-cv objdetect/roi_align_grad/docs/aclnnRoiAlignV2Backward.md";
 constexpr const char* kUpsampleCode =
     "ops-cv image/upsample_bilinear2d_grad/op_host/op_api/aclnn_upsample_bilinear_2d_backward_v2.cpp";
-constexpr const char* kUpsampleDoc = "ops-cv image/upsample_bilinear2d_grad/docs/aclnnUpsampleBilinear2dBackwardV2.md";
 constexpr const char* kAvgPoolCode = "ops-nn pooling/avg_pool3_d_grad/op_api/aclnn_avgpool2d_backward.cpp";
 constexpr const char* kAvgPoolDoc = "ops-nn pooling/avg_pool3_d_grad/docs/aclnnAvgPool2dBackward.md";
 
@@ -76,10 +76,13 @@ const std::vector<Rule> kRules = {
      "dtype float16 or float32", kUpsampleCode},
     {"upsample_bilinear2d_backward", kA2A3, "dtype", Test::kDtypeIn, dtypes({kF16, kBF16, kF32}), "", true,
      "dtype float16, bfloat16 or float32", kUpsampleCode},
-    {"upsample_bilinear2d_backward", k910B | k910_93, "outputSize[0]", Test::kEquals, 0, "floor(inputSize[2]*scalesH)",
-     false, "outputSize[0] == floor(inputSize[2] * scalesH) (else another kernel runs)", kUpsampleDoc},
-    {"upsample_bilinear2d_backward", k910B | k910_93, "outputSize[1]", Test::kEquals, 0, "floor(inputSize[3]*scalesW)",
-     false, "outputSize[1] == floor(inputSize[3] * scalesW) (else another kernel runs)", kUpsampleDoc},
+    // With a scale given (either), both axes are compared; a mismatch selects ResizeBilinearV2Grad instead.
+    {"upsample_bilinear2d_backward", k910B | k910_93, "outputSize[0]", Test::kEquals, 0, "floor(inputH*scalesH)",
+     false, "outputSize[0] == floor(input H * scalesH) once a scale is given (else another kernel runs)",
+     kUpsampleCode},
+    {"upsample_bilinear2d_backward", k910B | k910_93, "outputSize[1]", Test::kEquals, 0, "floor(inputW*scalesW)",
+     false, "outputSize[1] == floor(input W * scalesW) once a scale is given (else another kernel runs)",
+     kUpsampleCode},
     // aclnnAvgPool2dBackward
     {"avg_pool2d_backward", kTrainingOld, "dtype", Test::kDtypeIn, dtypes({kF16, kF32}), "", true,
      "dtype float16 or float32", kAvgPoolCode},
@@ -171,13 +174,15 @@ std::vector<Finding> check(const std::string& op, Chip chip, const Facts& facts)
 
 std::string message(const Finding& finding, Chip chip) {
   const Rule& rule = *finding.rule;
+  const char* slash = std::strrchr(rule.source, '/');  // the file name: Rule::source has the path
+  const char* file = slash ? slash + 1 : rule.source;
   const char* effect = rule.rejects ? "rejects this call (161002)" : "computes this call differently";
   if (rule.test == Test::kUnsupported) {
     return detail::concat(rule.op, "(): on Ascend ", chip_name(chip), " the NPU ", effect, ": expected ", rule.text,
-                          ", but the operator does not exist there (", rule.source, ")");
+                          ", but the operator does not exist there (", file, ")");
   }
   return detail::concat(rule.op, "(): on Ascend ", chip_name(chip), " the NPU ", effect, ": expected ", rule.text,
-                        ", but got ", rule.argument, " = ", value_text(rule, finding.value), " (", rule.source, ")");
+                        ", but got ", rule.argument, " = ", value_text(rule, finding.value), " (", file, ")");
 }
 
 uint8_t chip_from_environment() {

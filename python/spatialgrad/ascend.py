@@ -109,15 +109,16 @@ def _roi_align_backward(a: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _upsample_bilinear2d_backward(a: Dict[str, Any]) -> Dict[str, Any]:
-    facts = dict(dtype=_dtype(a["grad_output"]))
     h_axis = 1 if str(a["layout"]).upper() == "NHWC" else 2
     out_hw, in_hw = _pair(a["output_size"]), (a["input_size"][h_axis], a["input_size"][h_axis + 1])
-    # The NPU takes the scales (not outputSize) when alignCorners is false and a scale is > 0.
-    for axis, (name, hw) in enumerate((("scalesH", "2"), ("scalesW", "3"))):
-        scale = a["scales_h" if axis == 0 else "scales_w"] or 0.0
-        if not a["align_corners"] and scale > 0:
+    if tuple(a["grad_output"].shape) == tuple(a["input_size"]):
+        return {}  # the op_api checks nothing more (not even the dtype) when nothing is resized
+    facts = dict(dtype=_dtype(a["grad_output"]))
+    scales = (a["scales_h"] or 0.0, a["scales_w"] or 0.0)
+    if max(abs(s) for s in scales) > 1e-9:  # a scale given: both axes are compared (a zero scale fails)
+        for axis, name in enumerate(("inputH*scalesH", "inputW*scalesW")):
             facts[f"outputSize[{axis}]"] = out_hw[axis]
-            facts[f"floor(inputSize[{hw}]*{name})"] = math.floor(in_hw[axis] * scale)
+            facts[f"floor({name})"] = math.floor(in_hw[axis] * scales[axis])
     return facts
 
 

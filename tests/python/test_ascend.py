@@ -160,13 +160,20 @@ def test_avg_pool2d_float32_is_computed_in_float16_on_910_and_310p():
         assert broken(avg_pool(dtype="float16"), chip) == []
 
 
-def test_upsample_scales_rule_only_where_the_npu_uses_the_scales():
-    # floor(3 * 1.5) = 4: 5 is reported; with align_corners or without scales the NPU takes outputSize.
-    assert broken(upsample(output_size=(5, 6), scales=(1.5, 0.0)), "910B") == [("outputSize[0]", 5, False)]
-    assert broken(upsample(output_size=(5, 6), scales=(1.5, 0.0), align_corners=True), "910B") == []
-    assert broken(upsample(output_size=(5, 6)), "910B") == []
-    assert broken(upsample(output_size=(5, 6), scales=(1.5, 0.0), layout="NHWC"), "910B") == [
+def test_upsample_scales_rule_compares_both_axes_once_a_scale_is_given():
+    # floor(3 * 1.5) = 4: 5 is reported, with or without align_corners; a zero scale on the other axis fails too.
+    assert broken(upsample(output_size=(5, 6), scales=(1.5, 2.0), align_corners=True), "910B") == [
         ("outputSize[0]", 5, False)]
+    assert broken(upsample(output_size=(4, 6), scales=(1.5, 0.0)), "910B") == [("outputSize[1]", 6, False)]
+    assert broken(upsample(output_size=(5, 6)), "910B") == []  # no scale: outputSize is used
+    assert broken(upsample(output_size=(5, 6), scales=(1.5, 2.0), layout="NHWC"), "910B") == [
+        ("outputSize[0]", 5, False)]
+
+
+def test_upsample_without_resizing_is_not_checked():
+    # gradOut shaped like inputSize: the op_api skips its dtype check.
+    assert broken(upsample(dtype="float64", output_size=(3, 3)), "910B") == []
+    assert broken(upsample(dtype="float64", output_size=(3, 4)), "910B") == [("dtype", "float64", True)]
 
 
 def test_grid_sampler_without_gradients_is_not_checked():

@@ -59,7 +59,8 @@ struct Finding {
 // The rules of `op` on `chip` the call described by `facts` breaks (none for an operator without rules).
 std::vector<Finding> check(const std::string& op, Chip chip, const Facts& facts);
 
-// "op(): on Ascend <chip>, expected <rule text>, but got <argument> = <value> (<source>)".
+// "op(): on Ascend <chip> the NPU rejects this call (161002): expected <rule>, but got <argument> = <value>
+// (<source file name>)"; "computes this call differently" for a rule that does not reject.
 std::string message(const Finding& finding, Chip chip);
 
 // The chip named by the environment variable SPATIALGRAD_ASCEND_CHIP, read on each call (0 when unset or
