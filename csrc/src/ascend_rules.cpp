@@ -186,9 +186,13 @@ std::string message(const Finding& finding, Chip chip) {
 }
 
 uint8_t chip_from_environment() {
-  const char* name = std::getenv("SPATIALGRAD_ASCEND_CHIP");
-  if (name == nullptr || *name == '\0') return 0;
-  return chip_from_name(name);
+  // Read once per process: a phase one then pays one initialised-static test (getenv scans the whole
+  // environment, ~100 ns). An unknown name throws, so the static stays uninitialised and every call reports it.
+  static const uint8_t chip = [] {
+    const char* name = std::getenv("SPATIALGRAD_ASCEND_CHIP");
+    return name == nullptr || *name == '\0' ? uint8_t{0} : uint8_t{chip_from_name(name)};
+  }();
+  return chip;
 }
 
 }  // namespace spatialgrad::ascend

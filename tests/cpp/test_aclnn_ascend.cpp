@@ -1,9 +1,12 @@
 // SPATIALGRAD_ASCEND_CHIP: phase one returns the NPU's status (161002, with its reason) for what the named
 // chip rejects, and behaves as without the variable otherwise (spatialgrad/ascend.h, docs/ascend.md).
+// The library reads the variable once per process, so each call runs in a fresh process (gtest's
+// "threadsafe" death tests re-execute this binary) with the variable set (or unset) before it.
 #include <gtest/gtest.h>
 
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -24,33 +27,30 @@ using aclnn_testing::IntArray;
 constexpr int kOk = ACLNN_SUCCESS;
 constexpr int kInvalid = ACLNN_ERR_PARAM_INVALID;
 
-// Sets SPATIALGRAD_ASCEND_CHIP for one scope (nullptr: unset), restoring what was there.
-class Chip {
- public:
-  explicit Chip(const char* name) {
-    const char* old = std::getenv("SPATIALGRAD_ASCEND_CHIP");
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (name == nullptr) {
-      unsetenv("SPATIALGRAD_ASCEND_CHIP");
-    } else {
-      setenv("SPATIALGRAD_ASCEND_CHIP", name, 1);
-    }
-  }
-  Chip(const Chip&) = delete;
-  Chip& operator=(const Chip&) = delete;
-  ~Chip() {
-    if (had_) {
-      setenv("SPATIALGRAD_ASCEND_CHIP", old_.c_str(), 1);
-    } else {
-      unsetenv("SPATIALGRAD_ASCEND_CHIP");
-    }
-  }
+// In a fresh process: sets SPATIALGRAD_ASCEND_CHIP (nullptr: unsets it), makes the call and exits 0 when its
+// status is `code` and its recorded message contains `text` (printing both otherwise).
+#define EXPECT_STATUS_ON_CHIP(chip, call, code, text)                                                \
+  do {                                                                                               \
+    GTEST_FLAG_SET(death_test_style, "threadsafe");                                                   \
+    EXPECT_EXIT(exit_with_verdict(chip, [&] { return (call); }, (code), (text)),                      \
+                ::testing::ExitedWithCode(0), "")                                                    \
+        << "chip " << ((chip) ? (chip) : "unset") << ": " #call;                                     \
+  } while (0)
 
- private:
-  bool had_ = false;
-  std::string old_;
-};
+template <class Call>
+[[noreturn]] void exit_with_verdict(const char* chip, Call call, int code, const std::string& text) {
+  if (chip == nullptr) {
+    unsetenv("SPATIALGRAD_ASCEND_CHIP");
+  } else {
+    setenv("SPATIALGRAD_ASCEND_CHIP", chip, 1);
+  }
+  aclGetRecentErrMsg();
+  const int status = call();
+  const std::string message = aclnn_testing::take_error_message();
+  const bool ok = status == code && (code == kOk ? message.empty() : message.find(text) != std::string::npos);
+  if (!ok) std::fprintf(stderr, "status %d, message: %s\n", status, message.c_str());
+  std::_Exit(ok ? 0 : 1);
+}
 
 // Phase one, then (when it succeeds) phase two: the status of the first that fails. executor is read after
 // phase one has set it (a reference: arguments are evaluated in no set order).
@@ -125,90 +125,64 @@ aclnnStatus avg_pool(int64_t divisor_override, aclDataType dtype = ACL_FLOAT) {
 }
 
 TEST(AclnnAscend, GridSamplerBicubicRunsWithoutTheVariableAndIsRejectedOnEveryChipWithTheBackward) {
-  {
-    const Chip unset(nullptr);
-    EXPECT_ACL_STATUS(grid_sampler(2, {true, true}), kOk, "");
-  }
-  {
-    const Chip empty("");  // an empty value is no chip
-    EXPECT_ACL_STATUS(grid_sampler(2, {true, true}), kOk, "");
-  }
+  EXPECT_STATUS_ON_CHIP(nullptr, grid_sampler(2, {true, true}), kOk, "");
+  EXPECT_STATUS_ON_CHIP("", grid_sampler(2, {true, true}), kOk, "");  // an empty value is no chip
   for (const char* chip : {"910", "910B", "910_93", "950"}) {
-    const Chip set(chip);
-    EXPECT_ACL_STATUS(grid_sampler(1, {true, true}), kOk, "");  // nearest: the last accepted mode
-    EXPECT_ACL_STATUS(grid_sampler(2, {true, true}), kInvalid,
-                      "grid_sampler_2d_backward(): on Ascend " + std::string(chip) +
-                          " the NPU rejects this call (161002): expected interpolationMode 0 (bilinear) or 1");
-    // No gradient asked for: the op_api returns success before checking anything.
-    EXPECT_ACL_STATUS(grid_sampler(2, {false, false}), kOk, "");
+    EXPECT_STATUS_ON_CHIP(chip, grid_sampler(1, {true, true}), kOk, "");  // nearest: the last accepted mode
+    EXPECT_STATUS_ON_CHIP(chip, grid_sampler(2, {true, true}), kInvalid,
+                          "grid_sampler_2d_backward(): on Ascend " + std::string(chip) +
+                              " the NPU rejects this call (161002): expected interpolationMode 0 (bilinear) or 1");
   }
-  const Chip inference("310P");
-  EXPECT_ACL_STATUS(grid_sampler(0, {true, true}), kInvalid, "the operator does not exist there");
+  // No gradient asked for: the op_api returns success before checking anything.
+  EXPECT_STATUS_ON_CHIP("910B", grid_sampler(2, {false, false}), kOk, "");
+  EXPECT_STATUS_ON_CHIP("310P", grid_sampler(0, {true, true}), kInvalid, "the operator does not exist there");
 }
 
 TEST(AclnnAscend, GridSamplerBFloat16OnlyOn910B) {
-  const Chip a2("910B");
-  EXPECT_ACL_STATUS(grid_sampler(0, {true, true}, ACL_BF16), kOk, "");
-  const Chip training("910");
-  EXPECT_ACL_STATUS(grid_sampler(0, {true, true}, ACL_BF16), kInvalid, "but got dtype = bfloat16");
+  EXPECT_STATUS_ON_CHIP("910B", grid_sampler(0, {true, true}, ACL_BF16), kOk, "");
+  EXPECT_STATUS_ON_CHIP("910", grid_sampler(0, {true, true}, ACL_BF16), kInvalid, "but got dtype = bfloat16");
 }
 
 TEST(AclnnAscend, DeformableAttentionChannels) {
-  {
-    const Chip unset(nullptr);
-    EXPECT_ACL_STATUS(deformable_attention(12), kOk, "");
-  }
-  const Chip a2("910B");
-  EXPECT_ACL_STATUS(deformable_attention(8), kOk, "");
-  EXPECT_ACL_STATUS(deformable_attention(12), kInvalid, "expected channels % 8 == 0, but got channels = 12");
-  const Chip training("910");
-  EXPECT_ACL_STATUS(deformable_attention(8), kInvalid, "the operator does not exist there");
+  EXPECT_STATUS_ON_CHIP(nullptr, deformable_attention(12), kOk, "");
+  EXPECT_STATUS_ON_CHIP("910B", deformable_attention(8), kOk, "");
+  EXPECT_STATUS_ON_CHIP("910B", deformable_attention(12), kInvalid,
+                        "expected channels % 8 == 0, but got channels = 12");
+  EXPECT_STATUS_ON_CHIP("910", deformable_attention(8), kInvalid, "the operator does not exist there");
 }
 
 TEST(AclnnAscend, RoiAlignFloat32AndSpatialScale) {
   const float above_min = std::nextafter(FLT_MIN, 1.0f);
-  {
-    const Chip unset(nullptr);
-    EXPECT_ACL_STATUS(roi_align(FLT_MIN), kOk, "");
-    EXPECT_ACL_STATUS(roi_align<double>(1.0f, ACL_DOUBLE), kOk, "");
-  }
-  const Chip a3("910_93");
-  EXPECT_ACL_STATUS(roi_align(above_min), kOk, "");
-  EXPECT_ACL_STATUS(roi_align(FLT_MIN), kInvalid, "expected spatialScale > FLT_MIN, but got spatialScale = 1.1754");
-  EXPECT_ACL_STATUS(roi_align<double>(1.0f, ACL_DOUBLE), kInvalid, "expected dtype float32, but got dtype = float64");
+  EXPECT_STATUS_ON_CHIP(nullptr, roi_align(FLT_MIN), kOk, "");
+  EXPECT_STATUS_ON_CHIP(nullptr, roi_align<double>(1.0f, ACL_DOUBLE), kOk, "");
+  EXPECT_STATUS_ON_CHIP("910_93", roi_align(above_min), kOk, "");
+  EXPECT_STATUS_ON_CHIP("910_93", roi_align(FLT_MIN), kInvalid,
+                        "expected spatialScale > FLT_MIN, but got spatialScale = 1.1754");
+  EXPECT_STATUS_ON_CHIP("910_93", roi_align<double>(1.0f, ACL_DOUBLE), kInvalid,
+                        "expected dtype float32, but got dtype = float64");
 }
 
 TEST(AclnnAscend, UpsampleRejectsFloat64AndNotItsComputesDifferentlyRule) {
-  {
-    const Chip unset(nullptr);
-    EXPECT_ACL_STATUS(upsample(ACL_DOUBLE), kOk, "");
-  }
-  const Chip chip("310P");
-  EXPECT_ACL_STATUS(upsample(ACL_FLOAT), kOk, "");
-  EXPECT_ACL_STATUS(upsample(ACL_DOUBLE, 3), kOk, "");  // nothing resized: the op_api checks no dtype
-  EXPECT_ACL_STATUS(upsample(ACL_DOUBLE), kInvalid, "expected dtype float16 or float32, but got dtype = float64");
+  EXPECT_STATUS_ON_CHIP(nullptr, upsample(ACL_DOUBLE), kOk, "");
+  EXPECT_STATUS_ON_CHIP("310P", upsample(ACL_FLOAT), kOk, "");
+  EXPECT_STATUS_ON_CHIP("310P", upsample(ACL_DOUBLE, 3), kOk, "");  // nothing resized: the op_api checks no dtype
+  EXPECT_STATUS_ON_CHIP("310P", upsample(ACL_DOUBLE), kInvalid,
+                        "expected dtype float16 or float32, but got dtype = float64");
 }
 
 TEST(AclnnAscend, AvgPoolDivisorOverrideBoundOn910Only) {
-  {
-    const Chip unset(nullptr);
-    EXPECT_ACL_STATUS(avg_pool(256), kOk, "");
-  }
-  {
-    const Chip training("910");
-    EXPECT_ACL_STATUS(avg_pool(255), kOk, "");
-    EXPECT_ACL_STATUS(avg_pool(-255), kOk, "");
-    EXPECT_ACL_STATUS(avg_pool(256), kInvalid, "expected divisorOverride in [-255, 255], but got divisorOverride = 256");
-    EXPECT_ACL_STATUS(avg_pool(0, ACL_DOUBLE), kInvalid, "but got dtype = float64");
-  }
-  const Chip a2("910B");
-  EXPECT_ACL_STATUS(avg_pool(256), kOk, "");
+  EXPECT_STATUS_ON_CHIP(nullptr, avg_pool(256), kOk, "");
+  EXPECT_STATUS_ON_CHIP("910", avg_pool(255), kOk, "");
+  EXPECT_STATUS_ON_CHIP("910", avg_pool(-255), kOk, "");
+  EXPECT_STATUS_ON_CHIP("910", avg_pool(256), kInvalid,
+                        "expected divisorOverride in [-255, 255], but got divisorOverride = 256");
+  EXPECT_STATUS_ON_CHIP("910", avg_pool(0, ACL_DOUBLE), kInvalid, "but got dtype = float64");
+  EXPECT_STATUS_ON_CHIP("910B", avg_pool(256), kOk, "");
 }
 
 TEST(AclnnAscend, UnknownChipListsTheKnownOnes) {
-  const Chip unknown("910C");
-  EXPECT_ACL_STATUS(avg_pool(0), kInvalid, "expected chip to be one of '910', '910B', '910_93', '310P', '950', "
-                                           "but got '910C'");
+  EXPECT_STATUS_ON_CHIP("910C", avg_pool(0), kInvalid,
+                        "expected chip to be one of '910', '910B', '910_93', '310P', '950', but got '910C'");
 }
 
 }  // namespace

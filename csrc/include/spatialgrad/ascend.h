@@ -63,8 +63,8 @@ std::vector<Finding> check(const std::string& op, Chip chip, const Facts& facts)
 // (<source file name>)"; "computes this call differently" for a rule that does not reject.
 std::string message(const Finding& finding, Chip chip);
 
-// The chip named by the environment variable SPATIALGRAD_ASCEND_CHIP, read on each call (0 when unset or
-// empty; an unknown name is an Error listing the known ones).
+// The chip named by the environment variable SPATIALGRAD_ASCEND_CHIP, read at the first call of the process
+// (0 when unset or empty; an unknown name is an Error listing the known ones, on every call).
 uint8_t chip_from_environment();
 
 }  // namespace spatialgrad::ascend
