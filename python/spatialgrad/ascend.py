@@ -9,7 +9,7 @@ table in the C++ core (``csrc/src/ascend_rules.cpp``), shared with the C API's `
 
 >>> import spatialgrad.ascend as ascend
 >>> [f.rule for f in ascend.check("grid_sampler_2d_backward", g, x, grid, mode="bicubic", chip="910B")]
-['interpolationMode 0 (bilinear) or 1 (nearest): bicubic has no backward']
+['interpolationMode 0 (bilinear) or 1 (nearest), not bicubic (2)']
 """
 from __future__ import annotations
 

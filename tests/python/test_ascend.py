@@ -2,8 +2,8 @@
 value passes, the first rejected one is reported), strict() over every NumPy function, and the torch layer."""
 from __future__ import annotations
 
-import math
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -296,10 +296,6 @@ def test_every_numpy_function_is_checked_under_strict(monkeypatch):
     assert seen == set(functional.__all__)
 
 
-def test_no_chip_costs_one_attribute_test():
-    assert _strict.chip is None  # the default: every function skips the check
-
-
 # ---- spatialgrad.torch --------------------------------------------------------------------------------------
 
 def test_torch_patch_and_nn_modules_honour_the_check():
@@ -328,3 +324,11 @@ def test_torch_patch_and_nn_modules_honour_the_check():
     out.sum().backward()  # outside: as before
     with pytest.raises(ValueError, match="expected chip to be one of"):
         sgt.patch(ascend="910C")
+
+
+def test_docs_table_lists_every_rule():
+    docs = Path(__file__).resolve().parents[2] / "docs" / "ascend.md"
+    rows = [line for line in docs.read_text(encoding="utf-8").splitlines() if line.startswith("| `")]
+    expected = [f"| `{r['op']}` | {', '.join(r['chips'])} | `{r['argument']}` | {r['rule']} | "
+                f"{'rejects' if r['rejects'] else 'computes differently'} | `{r['source']}` |" for r in ascend.rules()]
+    assert rows == expected
