@@ -117,8 +117,9 @@ struct Operand {
 // conservative: two outputs interleaved in one buffer (disjoint elements, overlapping spans) are refused too.
 void check_disjoint(const char* api, std::initializer_list<Operand> outputs, std::initializer_list<Operand> inputs);
 
-// With SPATIALGRAD_ASCEND_CHIP naming a chip (read once per process), refuses (161002) a call that chip's NPU rejects, with the NPU's
-// reason (spatialgrad/ascend.h); make_facts() describes the call for the core op `op` and runs only then.
+// With SPATIALGRAD_ASCEND_CHIP naming a chip (read once per process), refuses (161002) a call that chip's NPU
+// rejects, with the NPU's reason (spatialgrad/ascend.h); make_facts() describes the call for the core op `op`
+// and runs only then.
 void refuse_if_ascend_rejects(const char* op, ascend::Chip chip, const ascend::Facts& facts);
 template <class MakeFacts>
 void check_ascend(const char* op, MakeFacts&& make_facts) {

@@ -28,6 +28,15 @@ ascend::Facts facts_of(const py::dict& facts) {
   return out;
 }
 
+// The names of the chips in `mask`, in table order.
+py::list chip_names(uint8_t mask) {
+  py::list names;
+  for (uint8_t bit = 1; bit & ascend::kAllChips; bit <<= 1) {
+    if (mask & bit) names.append(ascend::chip_name(ascend::Chip(bit)));
+  }
+  return names;
+}
+
 py::tuple as_tuple(const ascend::Rule& rule) {
   return py::make_tuple(rule.op, rule.argument, rule.text, rule.source, rule.rejects);
 }
@@ -35,11 +44,7 @@ py::tuple as_tuple(const ascend::Rule& rule) {
 }  // namespace
 
 void bind_ascend(py::module_& m) {
-  m.def("ascend_chips", [] {
-    py::list names;
-    for (uint8_t bit = 1; bit & ascend::kAllChips; bit <<= 1) names.append(ascend::chip_name(ascend::Chip(bit)));
-    return names;
-  }, "The chip names the rules know.");
+  m.def("ascend_chips", [] { return chip_names(ascend::kAllChips); }, "The chip names the rules know.");
   m.def("ascend_validate_chip", [](const std::string& name) { ascend::chip_from_name(name); }, py::arg("name"),
         "A ValueError listing the known chips unless name is one.");
   m.def("ascend_check", [](const std::string& op, const std::string& chip, const py::dict& facts) {
@@ -55,11 +60,7 @@ void bind_ascend(py::module_& m) {
   m.def("ascend_rules", [] {
     py::list out;
     for (const ascend::Rule& rule : ascend::rules()) {
-      py::list chips;
-      for (uint8_t bit = 1; bit & ascend::kAllChips; bit <<= 1) {
-        if (rule.chips & bit) chips.append(ascend::chip_name(ascend::Chip(bit)));
-      }
-      out.append(py::make_tuple(as_tuple(rule), chips));
+      out.append(py::make_tuple(as_tuple(rule), chip_names(rule.chips)));
     }
     return out;
   }, "Every rule: ((op, argument, rule, source, rejects), chips).");
