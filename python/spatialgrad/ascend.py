@@ -17,6 +17,7 @@ import contextlib
 import functools
 import inspect
 import math
+import operator
 import threading
 import warnings
 from dataclasses import dataclass
@@ -85,7 +86,11 @@ def _dtype(array) -> Optional[str]:
 
 
 def _pair(value) -> Tuple[int, int]:
-    values = [int(value)] if isinstance(value, int) else [int(v) for v in value]
+    """An int or a sequence of 1 or 2 ints (NumPy integers too) as (first, last)."""
+    try:
+        values = [operator.index(value)]
+    except TypeError:
+        values = [operator.index(v) for v in value]
     return values[0], values[-1]
 
 

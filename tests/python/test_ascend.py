@@ -176,6 +176,12 @@ def test_upsample_without_resizing_is_not_checked():
     assert broken(upsample(dtype="float64", output_size=(3, 4)), "910B") == [("dtype", "float64", True)]
 
 
+def test_numpy_integer_sizes():
+    assert broken(avg_pool(kernel=np.int64(4), padding=np.int64(3)), "910B") == [("padding[0]", 3, True),
+                                                                                ("padding[1]", 3, True)]
+    assert broken(upsample(output_size=np.array([5, 6]), scales=(1.5, 2.0)), "910B") == [("outputSize[0]", 5, False)]
+
+
 def test_grid_sampler_without_gradients_is_not_checked():
     # The op_api returns success before any check when output_mask asks for nothing.
     assert broken(grid_sampler(mode="bicubic", mask=(False, False)), "910B") == []
