@@ -2,7 +2,6 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <initializer_list>
 #include <sstream>
 
@@ -174,8 +173,11 @@ std::vector<Finding> check(const std::string& op, Chip chip, const Facts& facts)
 
 std::string message(const Finding& finding, Chip chip) {
   const Rule& rule = *finding.rule;
-  const char* slash = std::strrchr(rule.source, '/');  // the file name: Rule::source has the path
-  const char* file = slash ? slash + 1 : rule.source;
+  // The file's last two path components (e.g. op_api/aclnn_x.cpp, x_grad/README.md): Rule::source has the path.
+  const std::string source = rule.source;
+  const size_t last = source.rfind('/');
+  const size_t cut = last == 0 || last == std::string::npos ? std::string::npos : source.rfind('/', last - 1);
+  const std::string file = cut == std::string::npos ? source : source.substr(cut + 1);
   const char* effect = rule.rejects ? "rejects this call (161002)" : "computes this call differently";
   if (rule.test == Test::kUnsupported) {
     return detail::concat(rule.op, "(): on Ascend ", chip_name(chip), " the NPU ", effect, ": expected ", rule.text,

@@ -60,7 +60,7 @@ struct Finding {
 std::vector<Finding> check(const std::string& op, Chip chip, const Facts& facts);
 
 // "op(): on Ascend <chip> the NPU rejects this call (161002): expected <rule>, but got <argument> = <value>
-// (<source file name>)"; "computes this call differently" for a rule that does not reject.
+// (<last two components of the source path>)"; "computes this call differently" for a rule that does not reject.
 std::string message(const Finding& finding, Chip chip);
 
 // The chip named by the environment variable SPATIALGRAD_ASCEND_CHIP, read at the first call of the process
