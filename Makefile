@@ -67,12 +67,13 @@ demo: install
 	$(PY) examples/train_tiny_detector.py
 
 # The other examples, as CI runs them: the NumPy vjp script, the gradient penalty (second order), DDP on two
-# processes (checked against one process) and the notebook, executed headlessly.
+# processes (checked against one process), the notebook, executed headlessly, and the Ascend check.
 examples: install
 	$(PY) examples/numpy_vjp.py
 	$(PY) examples/gradient_penalty.py
 	$(PY) examples/train_ddp.py --steps 10
 	$(PY) scripts/run_notebook.py examples/explore.ipynb
+	$(PY) examples/ascend_check.py
 
 bench: install
 	$(PY) bench/compare.py

@@ -49,6 +49,15 @@ extern "C" aclnnStatus aclnnAvgPool2dBackwardGetWorkspaceSize(
     SG_CHECK(cubeMathType >= 0 && cubeMathType <= 3, kPlanApi, "(): expected cube_math_type in {0, 1, 2, 3}, but got ",
              static_cast<int>(cubeMathType));
     spatialgrad::check_avg_pool2d_backward(p->grad_output, p->self, p->grad_input, p->params);
+    check_ascend("avg_pool2d_backward", [&] {
+      const auto& k = p->params.kernel_size;
+      const auto& pad = p->params.padding;
+      spatialgrad::ascend::Facts facts = {{"dtype", static_cast<double>(p->self.dtype())},
+                                          {"kernelSize[0]", k.front()}, {"kernelSize[1]", k.back()},
+                                          {"padding[0]", pad.front()}, {"padding[1]", pad.back()}};
+      if (divisorOverride != 0) facts.emplace_back("divisorOverride", divisorOverride);
+      return facts;
+    });
     // self lends only its shape: sharing its memory changes nothing.
     check_disjoint(kPlanApi, {{"gradInput", p->grad_input}}, {{"gradOutput", p->grad_output}});
     return p;

@@ -345,6 +345,13 @@ aclnnStatus execute(const char* api, void* /*workspace*/, uint64_t /*workspace_s
   });
 }
 
+void refuse_if_ascend_rejects(const char* op, ascend::Chip chip, const ascend::Facts& facts) {
+  // The NPU stops at its first failed check; the table lists the rules in the order the op_api checks them.
+  for (const ascend::Finding& finding : ascend::check(op, chip, facts)) {
+    if (finding.rule->rejects) throw Error(ErrorKind::kInvalidArgument, ascend::message(finding, chip));
+  }
+}
+
 }  // namespace spatialgrad::aclnn
 
 using spatialgrad::aclnn::guarded;

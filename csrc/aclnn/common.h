@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "acl/acl.h"
+#include "spatialgrad/ascend.h"
 #include "spatialgrad/error.h"
 #include "spatialgrad/tensor.h"
 
@@ -115,6 +116,16 @@ struct Operand {
 // outputs, and write outputs in parallel, so any sharing gives wrong results. The spans make the test
 // conservative: two outputs interleaved in one buffer (disjoint elements, overlapping spans) are refused too.
 void check_disjoint(const char* api, std::initializer_list<Operand> outputs, std::initializer_list<Operand> inputs);
+
+// With SPATIALGRAD_ASCEND_CHIP naming a chip (read once per process), refuses (161002) a call that chip's NPU
+// rejects, with the NPU's reason (spatialgrad/ascend.h); make_facts() describes the call for the core op `op`
+// and runs only then.
+void refuse_if_ascend_rejects(const char* op, ascend::Chip chip, const ascend::Facts& facts);
+template <class MakeFacts>
+void check_ascend(const char* op, MakeFacts&& make_facts) {
+  const uint8_t chip = ascend::chip_from_environment();
+  if (chip != 0) refuse_if_ascend_rejects(op, static_cast<ascend::Chip>(chip), make_facts());
+}
 
 // Names of aclDataType / aclFormat codes (any int32: unknown codes are named as such).
 const char* dtype_name(int32_t dtype);

@@ -60,6 +60,12 @@ extern "C" aclnnStatus aclnnGridSampler2DBackwardGetWorkspaceSize(
                                                 p->params, p->output_mask);
     spatialgrad::check_grid_sampler_2d_backward(p->grad_output, p->input, p->grid, p->grad_input, p->grad_grid,
                                                 p->params, {true, true});
+    check_ascend("grid_sampler_2d_backward", [&] {
+      // The op_api returns success before any check when no gradient is asked for.
+      if (!p->output_mask[0] && !p->output_mask[1]) return spatialgrad::ascend::Facts{};
+      return spatialgrad::ascend::Facts{{"dtype", static_cast<double>(p->input.dtype())},
+                                        {"interpolationMode", interpolationMode}};
+    });
     check_disjoint(kPlanApi, {{"inputGrad", p->grad_input}, {"gridGrad", p->grad_grid}},
                    {{"gradOutput", p->grad_output}, {"input", p->input}, {"grid", p->grid}});
     return p;

@@ -76,6 +76,14 @@ extern "C" aclnnStatus aclnnMultiScaleDeformableAttentionGradGetWorkspaceSize(
     spatialgrad::check_ms_deform_attn_backward(p->value, p->spatial_shapes, p->level_start_index, p->location,
                                                p->attn_weight, p->grad_output, p->grad_value, p->grad_location,
                                                p->grad_attn_weight);
+    check_ascend("ms_deform_attn_backward", [&] {
+      return spatialgrad::ascend::Facts{{"dtype", static_cast<double>(p->value.dtype())},
+                                        {"channels", p->value.size(3)},
+                                        {"num_heads", p->value.size(2)},
+                                        {"num_levels", p->spatial_shapes.size(0)},
+                                        {"num_queries", p->location.size(1)},
+                                        {"num_points", p->location.size(4)}};
+    });
     check_disjoint(kPlanApi,
                    {{"gradValue", p->grad_value}, {"gradLocation", p->grad_location},
                     {"gradAttnWeight", p->grad_attn_weight}},

@@ -48,6 +48,11 @@ extern "C" aclnnStatus aclnnRoiAlignV2BackwardGetWorkspaceSize(
     p->params.sampling_ratio = samplingRatio;
     p->params.aligned = aligned;
     spatialgrad::check_roi_align_backward(p->grad_output, p->boxes, p->input_shape, p->grad_input, p->params);
+    check_ascend("roi_align_backward", [&] {
+      return spatialgrad::ascend::Facts{{"dtype", static_cast<double>(p->grad_output.dtype())},
+                                        {"samplingRatio", samplingRatio},
+                                        {"spatialScale", spatialScale}};
+    });
     check_disjoint(kPlanApi, {{"gradInput", p->grad_input}}, {{"gradOutput", p->grad_output}, {"boxes", p->boxes}});
     return p;
   });

@@ -57,6 +57,12 @@ extern "C" aclnnStatus aclnnUpsampleBilinear2dBackwardV2GetWorkspaceSize(
     p->scales_w = scalesW;
     spatialgrad::check_upsample_bilinear2d_backward(p->grad_output, p->output_size, p->input_size, p->layout,
                                                     p->grad_input);
+    // Only rules that reject act here: the outputSize/scales rule (another kernel, not an error) does not.
+    check_ascend("upsample_bilinear2d_backward", [&] {
+      // The op_api checks the dtype only when gradOut's shape differs from inputSize.
+      if (p->grad_output.sizes() == p->input_size) return spatialgrad::ascend::Facts{};
+      return spatialgrad::ascend::Facts{{"dtype", static_cast<double>(p->grad_output.dtype())}};
+    });
     check_disjoint(kPlanApi, {{"out", p->grad_input}}, {{"gradOut", p->grad_output}});
     return p;
   });

@@ -24,4 +24,5 @@ PYBIND11_MODULE(_core, m) {
   sg::python::bind_grid_sampler_2d(m);
   sg::python::bind_roi_align(m);
   sg::python::bind_ms_deform_attn(m);
+  sg::python::bind_ascend(m);
 }

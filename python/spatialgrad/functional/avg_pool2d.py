@@ -6,6 +6,7 @@ from typing import Optional
 import numpy as np
 
 from .. import _core
+from . import _strict
 from ._args import IntOrPair, int_list
 
 __all__ = ["avg_pool2d", "avg_pool2d_backward"]
@@ -43,6 +44,8 @@ def avg_pool2d(
     Raises:
         ValueError: invalid sizes or parameters. TypeError: unsupported dtype.
     """
+    if _strict.chip is not None:
+        _strict.enforce("avg_pool2d", locals())
     op = "avg_pool2d"
     return _core.avg_pool2d(
         input,
@@ -75,6 +78,8 @@ def avg_pool2d_backward(
     Returns:
         ``grad_input``, shaped like ``input``.
     """
+    if _strict.chip is not None:
+        _strict.enforce("avg_pool2d_backward", locals())
     op = "avg_pool2d_backward"
     return _core.avg_pool2d_backward(
         grad_output,

@@ -7,6 +7,7 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .. import _core
+from . import _strict
 
 __all__ = ["grid_sample", "grid_sampler_2d_backward", "grid_sampler_2d_double_backward"]
 
@@ -67,6 +68,8 @@ def grid_sample(
     Raises:
         ValueError: bad shapes or modes. TypeError: unsupported or mismatched dtypes.
     """
+    if _strict.chip is not None:
+        _strict.enforce("grid_sample", locals())
     op = "grid_sample"
     return _core.grid_sampler_2d(
         input,
@@ -97,6 +100,8 @@ def grid_sampler_2d_backward(
         ``(input_grad, grid_grad)`` shaped like ``input`` and ``grid``; a gradient that ``output_mask`` does not
         ask for is ``None`` (and costs nothing). ``grid_grad`` is zero for ``"nearest"``.
     """
+    if _strict.chip is not None:
+        _strict.enforce("grid_sampler_2d_backward", locals())
     op = "grid_sampler_2d_backward"
     return _core.grid_sampler_2d_backward(
         grad_output,
@@ -138,6 +143,8 @@ def grid_sampler_2d_double_backward(
         and reflection padding) the derivatives are one-sided, as the first-order ones are. ``"nearest"`` has
         zero ``d_input`` and ``d_grid``. Deterministic for any thread count.
     """
+    if _strict.chip is not None:
+        _strict.enforce("grid_sampler_2d_double_backward", locals())
     op = "grid_sampler_2d_double_backward"
     return _core.grid_sampler_2d_double_backward(
         grad_grad_input,

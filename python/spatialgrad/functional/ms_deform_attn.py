@@ -6,6 +6,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .. import _core
+from . import _strict
 
 __all__ = ["ms_deform_attn", "ms_deform_attn_backward", "ms_deform_attn_double_backward"]
 
@@ -43,6 +44,8 @@ def ms_deform_attn(
         ValueError: inconsistent shapes, ``S`` or ``level_start_index`` not matching ``spatial_shapes``,
             a level smaller than 1x1. TypeError: a dtype other than those listed.
     """
+    if _strict.chip is not None:
+        _strict.enforce("ms_deform_attn", locals())
     return _core.ms_deform_attn(value, _index_array(spatial_shapes), _index_array(level_start_index),
                                 sampling_locations, attention_weights)
 
@@ -67,6 +70,8 @@ def ms_deform_attn_backward(
         that contribute nothing get zero location and weight gradients. The result does not depend on the
         number of threads (bit for bit).
     """
+    if _strict.chip is not None:
+        _strict.enforce("ms_deform_attn_backward", locals())
     return _core.ms_deform_attn_backward(
         value, _index_array(spatial_shapes), _index_array(level_start_index), sampling_locations,
         attention_weights, grad_output
@@ -96,6 +101,8 @@ def ms_deform_attn_double_backward(
         x and in y, so only the mixed x-y second derivative is non-zero; at pixel boundaries derivatives are
         one-sided. Deterministic for any thread count.
     """
+    if _strict.chip is not None:
+        _strict.enforce("ms_deform_attn_double_backward", locals())
     return _core.ms_deform_attn_double_backward(
         value, _index_array(spatial_shapes), _index_array(level_start_index), sampling_locations,
         attention_weights, grad_output, grad_grad_value, grad_grad_sampling_locations, grad_grad_attention_weights

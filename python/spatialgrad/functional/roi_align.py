@@ -7,6 +7,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import _core
+from . import _strict
 from ._args import IntOrPair, int_list
 
 __all__ = ["roi_align", "roi_align_backward"]
@@ -57,6 +58,8 @@ def roi_align(
         ValueError: invalid shapes or parameters. IndexError: a batch index outside ``[0, B)`` (or NaN).
         TypeError: unsupported dtype, or boxes of another dtype than input.
     """
+    if _strict.chip is not None:
+        _strict.enforce("roi_align", locals())
     op = "roi_align"
     return _core.roi_align(
         input,
@@ -89,6 +92,8 @@ def roi_align_backward(
     Returns:
         ``grad_input`` of shape ``input_shape`` and grad_output's dtype.
     """
+    if _strict.chip is not None:
+        _strict.enforce("roi_align_backward", locals())
     op = "roi_align_backward"
     return _core.roi_align_backward(
         grad_output,

@@ -7,6 +7,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from .. import _core
+from . import _strict
 from ._args import IntOrPair, int_list
 
 __all__ = ["upsample_bilinear2d", "upsample_bilinear2d_backward"]
@@ -92,6 +93,8 @@ def upsample_bilinear2d(
         ValueError: invalid sizes, unknown layout, neither output_size nor scale_factor.
         TypeError: unsupported dtype or argument type.
     """
+    if _strict.chip is not None:
+        _strict.enforce("upsample_bilinear2d", locals())
     op = "upsample_bilinear2d"
     if output_size is None and scale_factor is None:
         raise ValueError(f"{op}(): expected output_size or scale_factor, but got neither")
@@ -124,6 +127,8 @@ def upsample_bilinear2d_backward(
     Returns:
         ``grad_input`` of shape ``input_size``.
     """
+    if _strict.chip is not None:
+        _strict.enforce("upsample_bilinear2d_backward", locals())
     op = "upsample_bilinear2d_backward"
     return _core.upsample_bilinear2d_backward(
         _array(grad_output, "grad_output", op),

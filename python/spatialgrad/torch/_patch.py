@@ -34,6 +34,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
+from .. import ascend as _ascend
 from . import avg_pool2d as sg_avg_pool2d
 from . import grid_sample as sg_grid_sample
 from . import roi_align as sg_roi_align
@@ -172,16 +173,19 @@ class patch(contextlib.ContextDecorator):
             loss = model(images, targets)          # or p = patch(); p.start(); ...; p.stop()
 
     ``ops`` selects operators by name (default: all of :data:`OPERATORS`). See the module documentation for
-    what is covered and what falls through.
+    what is covered and what falls through. ``ascend="910B"`` (a chip of :func:`spatialgrad.ascend.chips`)
+    also checks every spatialgrad call while active, as :func:`spatialgrad.ascend.strict` does.
     """
 
-    def __init__(self, ops: Optional[Iterable[str]] = None):
+    def __init__(self, ops: Optional[Iterable[str]] = None, ascend: Optional[str] = None):
         selected = OPERATORS if ops is None else tuple(ops)
         unknown = [op for op in selected if op not in OPERATORS]
         if unknown or isinstance(ops, str):
             raise ValueError(f"spatialgrad.torch.patch(): expected ops to be a list of {', '.join(OPERATORS)}, "
                              f"but got {ops!r}")
         self.ops = selected
+        self.ascend = None if ascend is None else _ascend.validated_chip(ascend)
+        self._checks: List[contextlib.ExitStack] = []  # the strict() of each active start()
         self._saved: List[Dict[Tuple[object, str], Callable]] = []  # one entry per active start()
 
     def start(self) -> "patch":
@@ -192,6 +196,9 @@ class patch(contextlib.ContextDecorator):
                 saved[(module, name)] = getattr(module, name)
                 setattr(module, name, replacement)
         self._saved.append(saved)
+        self._checks.append(contextlib.ExitStack())
+        if self.ascend is not None:
+            self._checks[-1].enter_context(_ascend.strict(self.ascend))
         return self
 
     def stop(self) -> None:
@@ -200,6 +207,7 @@ class patch(contextlib.ContextDecorator):
             raise RuntimeError("spatialgrad.torch.patch.stop(): expected a started patch, but it is not active")
         for (module, name), previous in self._saved.pop().items():
             setattr(module, name, previous)
+        self._checks.pop().close()
 
     def __enter__(self) -> "patch":
         return self.start()
