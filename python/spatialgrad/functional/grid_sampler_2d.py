@@ -66,6 +66,11 @@ def grid_sample(
 
     Raises:
         ValueError: bad shapes or modes. TypeError: unsupported or mismatched dtypes.
+
+    Example::
+
+        x, grid = np.random.rand(1, 3, 8, 8), np.random.uniform(-1, 1, (1, 5, 5, 2))
+        y = spatialgrad.grid_sample(x, grid, mode="bicubic", padding_mode="border")  # (1, 3, 5, 5)
     """
     op = "grid_sample"
     return _core.grid_sampler_2d(
@@ -96,6 +101,11 @@ def grid_sampler_2d_backward(
     Returns:
         ``(input_grad, grid_grad)`` shaped like ``input`` and ``grid``; a gradient that ``output_mask`` does not
         ask for is ``None`` (and costs nothing). ``grid_grad`` is zero for ``"nearest"``.
+
+    Example::
+
+        x, grid = np.random.rand(1, 3, 8, 8), np.random.uniform(-1, 1, (1, 5, 5, 2))
+        grad_x, grad_grid = spatialgrad.grid_sampler_2d_backward(np.ones((1, 3, 5, 5)), x, grid)
     """
     op = "grid_sampler_2d_backward"
     return _core.grid_sampler_2d_backward(
@@ -137,6 +147,11 @@ def grid_sampler_2d_double_backward(
         sampling weights are piecewise polynomials of the grid; at pixel boundaries (and the clamps of border
         and reflection padding) the derivatives are one-sided, as the first-order ones are. ``"nearest"`` has
         zero ``d_input`` and ``d_grid``. Deterministic for any thread count.
+
+    Example::
+
+        x, grid, g = np.random.rand(1, 3, 8, 8), np.random.uniform(-1, 1, (1, 5, 5, 2)), np.ones((1, 3, 5, 5))
+        d_g, d_x, d_grid = spatialgrad.grid_sampler_2d_double_backward(None, np.ones_like(grid), g, x, grid)
     """
     op = "grid_sampler_2d_double_backward"
     return _core.grid_sampler_2d_double_backward(

@@ -91,6 +91,11 @@ def upsample_bilinear2d(
     Raises:
         ValueError: invalid sizes, unknown layout, neither output_size nor scale_factor.
         TypeError: unsupported dtype or argument type.
+
+    Example::
+
+        x = np.random.rand(1, 3, 4, 4)
+        y = spatialgrad.upsample_bilinear2d(x, scale_factor=2.0)  # (1, 3, 8, 8), float64
     """
     op = "upsample_bilinear2d"
     if output_size is None and scale_factor is None:
@@ -123,6 +128,11 @@ def upsample_bilinear2d_backward(
 
     Returns:
         ``grad_input`` of shape ``input_size``.
+
+    Example::
+
+        g = np.ones((1, 3, 8, 8))
+        grad_x = spatialgrad.upsample_bilinear2d_backward(g, (8, 8), (1, 3, 4, 4), scales_h=2.0, scales_w=2.0)
     """
     op = "upsample_bilinear2d_backward"
     return _core.upsample_bilinear2d_backward(
