@@ -5,11 +5,22 @@ from __future__ import annotations
 import functools
 import inspect
 import operator
+import reprlib
 from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
 IntOrPair = Union[int, Sequence[int]]
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlist = _SHORT.maxtuple = 8
+_SHORT.maxstring = _SHORT.maxother = 60
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)`` bounded for messages (a list the user passed can be any length): at most 8 entries of a
+    list or tuple and 60 characters of a string or other object."""
+    return _SHORT.repr(value)
 
 
 def int_list(value: Optional[IntOrPair], name: str, op: str) -> list[int]:
@@ -20,7 +31,7 @@ def int_list(value: Optional[IntOrPair], name: str, op: str) -> list[int]:
     if value is None:
         return []
     if isinstance(value, (str, bytes)):
-        raise TypeError(f"{op}(): expected {name} to be an int or a sequence of ints, but got {value!r}")
+        raise TypeError(f"{op}(): expected {name} to be an int or a sequence of ints, but got {short_repr(value)}")
     try:
         return [operator.index(value)]
     except TypeError:
@@ -29,7 +40,7 @@ def int_list(value: Optional[IntOrPair], name: str, op: str) -> list[int]:
         return [operator.index(v) for v in value]
     except TypeError:
         raise TypeError(
-            f"{op}(): expected {name} to be an int or a sequence of ints, but got {value!r}"
+            f"{op}(): expected {name} to be an int or a sequence of ints, but got {short_repr(value)}"
         ) from None
 
 

@@ -7,6 +7,7 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .. import _core
+from ._args import short_repr
 
 __all__ = ["grid_sample", "grid_sampler_2d_backward", "grid_sampler_2d_double_backward"]
 
@@ -31,7 +32,7 @@ def _mode_number(value: Mode, names: dict, arg: str, op: str) -> int:
                 return number
     # The list of choices is formatted only here: formatted on every call it cost 2 us of a 4 us call.
     choices = ", ".join(f"{name!r} ({number})" for name, number in names.items())
-    raise ValueError(f"{op}(): expected {arg} to be one of {choices}, but got {value!r}")
+    raise ValueError(f"{op}(): expected {arg} to be one of {choices}, but got {short_repr(value)}")
 
 
 def _output_mask(output_mask: Sequence[bool], op: str, entries: int = 2) -> list:
@@ -39,7 +40,7 @@ def _output_mask(output_mask: Sequence[bool], op: str, entries: int = 2) -> list
         mask = [bool(v) for v in output_mask]
     except TypeError:
         raise TypeError(f"{op}(): expected output_mask to be a sequence of {entries} bools, but got "
-                        f"{output_mask!r}") from None
+                        f"{short_repr(output_mask)}") from None
     return mask  # the C++ core checks the number of entries
 
 

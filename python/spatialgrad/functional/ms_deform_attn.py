@@ -48,8 +48,8 @@ def ms_deform_attn(
 
     Example::
 
-        value, shapes, starts = np.random.rand(1, 20, 2, 8), [[4, 4], [2, 2]], [0, 16]
-        out = spatialgrad.ms_deform_attn(value, shapes, starts, np.random.rand(1, 3, 2, 2, 4, 2), np.random.rand(1, 3, 2, 2, 4))
+        value, loc, w = np.random.rand(1, 20, 2, 8), np.random.rand(1, 3, 2, 2, 4, 2), np.random.rand(1, 3, 2, 2, 4)
+        out = spatialgrad.ms_deform_attn(value, [[4, 4], [2, 2]], [0, 16], loc, w)  # (1, 3, 16)
     """
     return _core.ms_deform_attn(value, _index_array(spatial_shapes), _index_array(level_start_index),
                                 sampling_locations, attention_weights)
@@ -78,7 +78,8 @@ def ms_deform_attn_backward(
     Example::
 
         value, loc, w = np.random.rand(1, 20, 2, 8), np.random.rand(1, 3, 2, 2, 4, 2), np.random.rand(1, 3, 2, 2, 4)
-        grad_value, grad_loc, grad_w = spatialgrad.ms_deform_attn_backward(value, [[4, 4], [2, 2]], [0, 16], loc, w, np.ones((1, 3, 16)))
+        grad_value, grad_loc, grad_w = spatialgrad.ms_deform_attn_backward(
+            value, [[4, 4], [2, 2]], [0, 16], loc, w, np.ones((1, 3, 16)))
     """
     return _core.ms_deform_attn_backward(
         value, _index_array(spatial_shapes), _index_array(level_start_index), sampling_locations,
@@ -113,7 +114,8 @@ def ms_deform_attn_double_backward(
 
         value, loc, w = np.random.rand(1, 20, 2, 8), np.random.rand(1, 3, 2, 2, 4, 2), np.random.rand(1, 3, 2, 2, 4)
         d_value, d_loc, d_w, d_g = spatialgrad.ms_deform_attn_double_backward(
-            value, [[4, 4], [2, 2]], [0, 16], loc, w, np.ones((1, 3, 16)), grad_grad_sampling_locations=np.ones_like(loc))
+            value, [[4, 4], [2, 2]], [0, 16], loc, w, np.ones((1, 3, 16)),
+            grad_grad_sampling_locations=np.ones_like(loc))
     """
     return _core.ms_deform_attn_double_backward(
         value, _index_array(spatial_shapes), _index_array(level_start_index), sampling_locations,

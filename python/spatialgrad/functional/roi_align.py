@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import _core
-from ._args import IntOrPair, int_list
+from ._args import IntOrPair, int_list, short_repr
 
 __all__ = ["roi_align", "roi_align_backward"]
 
@@ -16,7 +16,7 @@ def _int(value, name: str, op: str) -> int:
     try:
         return operator.index(value)
     except TypeError:
-        raise TypeError(f"{op}(): expected {name} to be an int, but got {value!r}") from None
+        raise TypeError(f"{op}(): expected {name} to be an int, but got {short_repr(value)}") from None
 
 
 def _sampling_ratio(value, op: str) -> int:
@@ -27,11 +27,11 @@ def _sampling_ratio(value, op: str) -> int:
 
 def _float(value, name: str, op: str) -> float:
     if isinstance(value, (str, bytes)):
-        raise TypeError(f"{op}(): expected {name} to be a float, but got {value!r}")
+        raise TypeError(f"{op}(): expected {name} to be a float, but got {short_repr(value)}")
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise TypeError(f"{op}(): expected {name} to be a float, but got {value!r}") from None
+        raise TypeError(f"{op}(): expected {name} to be a float, but got {short_repr(value)}") from None
 
 
 def roi_align(

@@ -13,6 +13,7 @@ from . import avg_pool2d as sg_avg_pool2d
 from . import grid_sample as sg_grid_sample
 from . import roi_align as sg_roi_align
 from . import upsample_bilinear2d as sg_upsample_bilinear2d
+from ..functional._args import short_repr
 
 __all__ = ["patch", "OPERATORS"]
 
@@ -181,8 +182,8 @@ class patch(contextlib.ContextDecorator):
     A call spatialgrad does not compute goes to the function that was there before, unchanged: non-CPU tensors,
     integer dtypes, other modes, 3-D/5-D input to interpolate, ``antialias=True``, tracing
     (``torch.jit.trace``). Arguments spatialgrad rejects also go to the original; if it rejects them too, the
-    error raised has spatialgrad's message (which names the argument, e.g. ``avg_pool2d(): expected kernel_size
-    to be > 0``) and the original's exception type. TorchScript resolves functions when it compiles: script a
+    error raised has spatialgrad's message, which names the argument (``avg_pool2d(): expected kernel_size
+    entries > 0, but got [-2]``), and the original's exception type. TorchScript resolves functions when it compiles: script a
     model outside the context (a scripted model keeps calling the originals).
 
     The replacement is process-wide while active (module attributes): other threads see it too. Contexts nest;
@@ -202,7 +203,7 @@ class patch(contextlib.ContextDecorator):
         unknown = [op for op in selected if op not in OPERATORS]
         if unknown or isinstance(ops, str):
             raise ValueError(f"spatialgrad.torch.patch(): expected ops to be a list of {', '.join(OPERATORS)}, "
-                             f"but got {ops!r}")
+                             f"but got {short_repr(ops)}")
         self.ops = selected
         self._saved: List[Dict[Tuple[object, str], Callable]] = []  # one entry per active start()
 
