@@ -193,6 +193,9 @@ def _attention(batch_first: bool):
     (dict(reference_points=torch.rand(2, 10, 2) if torch else None),
      "expected reference_points of shape (2, 10, 2, 2 or 4): (bs, num_query, num_levels, point or box), but got "
      "(2, 10, 2)"),
+    (dict(reference_points=torch.rand(2, 10, 2, 3) if torch else None),
+     "expected reference_points of shape (2, 10, 2, 2 or 4): (bs, num_query, num_levels, point or box), but got "
+     "(2, 10, 2, 3)"),
     (dict(spatial_shapes=torch.tensor([[16, 16], [8, 8], [4, 4]]) if torch else None,
           level_start_index=torch.tensor([0, 256, 320]) if torch else None),
      "expected spatial_shapes of shape (2, 2): (H, W) of each of the num_levels=2 levels the module was built for, "

@@ -265,7 +265,7 @@ class MultiScaleDeformableAttention(nn.Module):
             raise ValueError(f"{_FORWARD}: expected value of shape {self._layout(str(total))} with sum(H * W) = "
                              f"{total} entries, but got {tuple(value.shape)}" + self._batch_first_hint(value, total))
         bs, num_query = query.shape[1 - sequence], query.shape[sequence]
-        _expect_shape("reference_points", reference_points, (bs, num_query, levels, None),
+        _expect_shape("reference_points", reference_points, (bs, num_query, levels, (2, 4)),
                       f"({bs}, {num_query}, {levels}, 2 or 4): (bs, num_query, num_levels, point or box)")
 
     def _layout(self, length: str) -> str:
@@ -285,21 +285,19 @@ class MultiScaleDeformableAttention(nn.Module):
         if reference_points.shape[-1] == 2:
             level_wh = torch.stack([spatial_shapes[..., 1], spatial_shapes[..., 0]], -1)
             return reference + offsets / level_wh[None, None, None, :, None, :]
-        if reference_points.shape[-1] == 4:
-            return reference[..., :2] + offsets / self.num_points * reference[..., 2:] * 0.5
-        raise ValueError(f"{_FORWARD}: expected reference_points whose last dimension is 2 or 4, "
-                         f"but got {reference_points.shape[-1]}")
+        return reference[..., :2] + offsets / self.num_points * reference[..., 2:] * 0.5  # 4 (checked in forward)
 
 
 _FORWARD = "MultiScaleDeformableAttention.forward()"
 
 
-def _expect_shape(name: str, tensor: Optional[Tensor], shape: Tuple[Optional[int], ...], described: str) -> None:
-    """A tensor of ``shape`` (``None``: any size there), or a ValueError describing what was expected."""
+def _expect_shape(name: str, tensor: Optional[Tensor], shape: Tuple[Union[int, Tuple[int, ...]], ...],
+                  described: str) -> None:
+    """A tensor of ``shape`` (an entry may be a tuple of allowed sizes), or a ValueError describing it."""
     if not isinstance(tensor, Tensor):
         got = "None" if tensor is None else type(tensor).__name__
         raise ValueError(f"{_FORWARD}: expected {name} of shape {described}, but got {got}")
-    fits = tensor.dim() == len(shape) and all(want is None or int(have) == want
+    fits = tensor.dim() == len(shape) and all(int(have) in (want if isinstance(want, tuple) else (want,))
                                               for have, want in zip(tensor.shape, shape))
     if not fits:
         raise ValueError(f"{_FORWARD}: expected {name} of shape {described}, but got {tuple(tensor.shape)}")
