@@ -12,13 +12,26 @@ PYBIND11_MODULE(_core, m) {
   m.attr("__version__") = SPATIALGRAD_VERSION;  // from VERSION, through CMake
   sg::python::register_error_translator();
   m.def("set_num_threads", &sg::set_num_threads, pybind11::arg("n"),
-        "Threads used by spatialgrad kernels (process-wide); n <= 0 restores the default.");
-  m.def("get_num_threads", &sg::get_num_threads, "Threads used by spatialgrad kernels.");
+        "Sets the threads spatialgrad's kernels use, process-wide; n <= 0 restores the default\n"
+        "(SPATIALGRAD_NUM_THREADS, else OMP_NUM_THREADS, else the cores the process may run on).\n"
+        "Results are bitwise identical for any count.\n\n"
+        "Example::\n\n"
+        "    spatialgrad.set_num_threads(2)  # for timing against PyTorch: also torch.set_num_threads(2)\n"
+        "    assert spatialgrad.get_num_threads() == 2\n");
+  m.def("get_num_threads", &sg::get_num_threads,
+        "The number of threads spatialgrad's kernels use (what set_num_threads set, else the default).\n\n"
+        "Example::\n\n"
+        "    n = spatialgrad.get_num_threads()  # e.g. 2 on a 2-core machine\n"
+        "    assert n >= 1\n");
   m.def("set_default_num_threads", &sg::set_default_num_threads, pybind11::arg("n"),
         "Threads used while set_num_threads has set none (spatialgrad.torch follows torch's count with it "
         "inside DataLoader workers); n <= 0 restores the environment's or machine's default.");
   m.def("clear_memory_cache", &sg::detail::clear_block_cache,
-        "Frees the memory kept for reuse from large arrays and buffers that have died (see the README).");
+        "Frees the memory spatialgrad keeps for reuse from large outputs and scratch buffers that have died\n"
+        "(it is kept so that a training loop does not pay for fresh pages each step); arrays still alive stay.\n\n"
+        "Example::\n\n"
+        "    out = spatialgrad.avg_pool2d(np.zeros((8, 64, 128, 128), np.float32), 2)\n"
+        "    del out; spatialgrad.clear_memory_cache()  # the dead output's pages go back to the system\n");
   sg::python::bind_avg_pool2d(m);
   sg::python::bind_upsample_bilinear2d(m);
   sg::python::bind_grid_sampler_2d(m);

@@ -89,9 +89,18 @@ bool TensorView::is_contiguous() const {
 std::string TensorView::shape_string() const { return format_list(sizes_); }
 
 std::string format_list(const std::vector<int64_t>& values, const char* open, const char* close) {
+  // A list a user passed can be any length; messages stay short: at most the first 6 entries and the last.
+  constexpr size_t kHead = 6;
+  const bool elide = values.size() > kHead + 2;
   std::ostringstream stream;
   stream << open;
-  for (size_t i = 0; i < values.size(); ++i) stream << (i ? ", " : "") << values[i];
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (elide && i == kHead) {
+      stream << ", ...";
+      i = values.size() - 1;
+    }
+    stream << (i ? ", " : "") << values[i];
+  }
   if (values.size() == 1 && open[0] == '(') stream << ",";
   stream << close;
   return stream.str();

@@ -1,7 +1,16 @@
 """spatialgrad: exact, fast CPU forward and backward passes of spatial vision operators.
 
-All functions take and return NumPy arrays (float16, bfloat16, float32 or float64; see
-:mod:`spatialgrad.bfloat16` for bfloat16 in NumPy); outputs are new C-contiguous arrays of the input dtype.
+All functions take and return NumPy arrays (float16, bfloat16, float32 or float64); outputs are new
+C-contiguous arrays of the input dtype. A non-array argument is a TypeError naming it.
+
+- The five operators and their gradients: ``avg_pool2d``, ``upsample_bilinear2d``, ``grid_sample``,
+  ``roi_align``, ``ms_deform_attn``, each with ``*_backward`` (and ``*_double_backward`` for grid sampling and
+  deformable attention); :mod:`spatialgrad.autograd` chains them (``vjp``).
+- bfloat16 in NumPy, which has no such dtype (:mod:`spatialgrad.bfloat16`): ``to_bfloat16``,
+  ``bfloat16_to_float32``, ``bfloat16_bits``, ``is_bfloat16``; ``BFLOAT16_BITS`` is the dtype of the marked
+  bit-pattern arrays (uint16 with the metadata ``{"spatialgrad": "bfloat16"}``).
+- The thread pool and memory: ``set_num_threads``, ``get_num_threads``, ``clear_memory_cache``.
+- PyTorch: :mod:`spatialgrad.torch` (imported on its own; it needs PyTorch).
 """
 from ._core import __version__, clear_memory_cache, get_num_threads, set_num_threads
 from .bfloat16 import BFLOAT16_BITS, bfloat16_bits, bfloat16_to_float32, is_bfloat16, to_bfloat16

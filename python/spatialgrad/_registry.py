@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from . import functional as F
+from .functional._args import short_repr
 
 Grads = Tuple[Optional[np.ndarray], ...]
 
@@ -220,5 +221,7 @@ def lookup(op, among: Sequence[str] = DIFFERENTIABLE) -> OpSpec:
         for name in among:
             if OPS[name].forward is op:
                 return OPS[name]
-    names = ", ".join(among)
-    raise ValueError(f"spatialgrad: expected one of the differentiable operators ({names}), but got {op!r}")
+    # The forwards only: all names with the backwards and a long op came to 320 characters.
+    names = ", ".join(name for name in among if not name.endswith("backward"))
+    raise ValueError(f"spatialgrad: expected one of the differentiable operators ({names} or their backwards: "
+                     f"spatialgrad.autograd.differentiable_ops()), but got {short_repr(op)}")

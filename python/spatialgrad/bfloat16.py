@@ -21,7 +21,16 @@ BFLOAT16_BITS = np.dtype(np.uint16, metadata={"spatialgrad": "bfloat16"})
 
 
 def bfloat16_bits(bits: np.ndarray) -> np.ndarray:
-    """A view of ``bits`` (uint16 or int16 bfloat16 bit patterns) that spatialgrad reads as bfloat16."""
+    """A view of ``bits`` (uint16 or int16 bfloat16 bit patterns) that spatialgrad reads as bfloat16.
+
+    Raises:
+        TypeError: ``bits`` is not a uint16 or int16 array.
+
+    Example::
+
+        x = spatialgrad.bfloat16_bits(np.array([0x3F80, 0x4000], np.uint16))  # 1.0 and 2.0, no copy
+        assert spatialgrad.is_bfloat16(x)
+    """
     bits = np.asanyarray(bits)
     if bits.dtype not in (np.dtype(np.uint16), np.dtype(np.int16)):
         raise TypeError(f"bfloat16_bits(): expected a uint16 or int16 array of bit patterns, but got {bits.dtype}")
@@ -29,7 +38,13 @@ def bfloat16_bits(bits: np.ndarray) -> np.ndarray:
 
 
 def is_bfloat16(array: np.ndarray) -> bool:
-    """Whether spatialgrad reads ``array`` as bfloat16 (marked bit patterns or ``ml_dtypes.bfloat16``)."""
+    """Whether spatialgrad reads ``array`` as bfloat16 (marked bit patterns or ``ml_dtypes.bfloat16``).
+
+    Example::
+
+        assert spatialgrad.is_bfloat16(spatialgrad.to_bfloat16([1.0, 2.5]))
+        assert not spatialgrad.is_bfloat16(np.zeros(2, np.uint16))  # unmarked bits are integers
+    """
     dtype = np.asanyarray(array).dtype
     if dtype.itemsize != 2:
         return False
@@ -42,7 +57,14 @@ def is_bfloat16(array: np.ndarray) -> bool:
 
 
 def to_bfloat16(values) -> np.ndarray:
-    """``values`` rounded to bfloat16 (to nearest even; NaN stays NaN), as a marked bit-pattern array."""
+    """``values`` (anything ``np.asarray`` takes) rounded to bfloat16 (to nearest even; NaN stays NaN), as a
+    marked bit-pattern array of the same shape.
+
+    Example::
+
+        x = spatialgrad.to_bfloat16(np.random.rand(1, 2, 4, 4))
+        y = spatialgrad.avg_pool2d(x, 2)  # computed in bfloat16, returned as marked bits
+    """
     bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
     rounded = (bits + np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))) >> 16
     nan = (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
@@ -51,7 +73,16 @@ def to_bfloat16(values) -> np.ndarray:
 
 
 def bfloat16_to_float32(array: np.ndarray) -> np.ndarray:
-    """The float32 values of a bfloat16 array (either form; exact)."""
+    """The float32 values of a bfloat16 array (either form; exact), as a new array.
+
+    Raises:
+        TypeError: ``array`` is not bfloat16 (see :func:`spatialgrad.is_bfloat16`).
+
+    Example::
+
+        x = spatialgrad.to_bfloat16([1.0, 1.00390625])  # the second rounds to 1.0 (8 bits of mantissa)
+        assert spatialgrad.bfloat16_to_float32(x).tolist() == [1.0, 1.0]
+    """
     array = np.asanyarray(array)
     if not is_bfloat16(array):
         raise TypeError(f"bfloat16_to_float32(): expected a bfloat16 array, but got dtype {array.dtype}")

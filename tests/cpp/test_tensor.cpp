@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <vector>
 
 #include "spatialgrad/dtype.h"
 #include "spatialgrad/error.h"
@@ -62,6 +63,15 @@ TEST(TensorView, NumelOverflowIsAnOverflowError) {
   expect_error([&] { TensorView(data, DType::kFloat32, {big, big}); }, ErrorKind::kOverflow, "fit in int64");
   // An empty dimension makes the product 0 however large the others are.
   EXPECT_EQ(checked_numel({big, big, 0}), 0);
+}
+
+TEST(Errors, ListsInMessagesStayShort) {
+  EXPECT_EQ(format_list({2, 3, 4}), "(2, 3, 4)");
+  EXPECT_EQ(format_list({7}), "(7,)");
+  EXPECT_EQ(format_list({0, 1, 2, 3, 4, 5, 6, 7}, "[", "]"), "[0, 1, 2, 3, 4, 5, 6, 7]");  // 8: all of them
+  std::vector<int64_t> long_list(5000);
+  for (size_t i = 0; i < long_list.size(); ++i) long_list[i] = static_cast<int64_t>(i);
+  EXPECT_EQ(format_list(long_list, "[", "]"), "[0, 1, 2, 3, 4, 5, ..., 4999]");  // a user's list of any length
 }
 
 TEST(Errors, MessageAndKind) {

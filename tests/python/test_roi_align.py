@@ -317,10 +317,10 @@ def test_spatial_scale_must_be_positive_and_finite(scale):
             call()
 
 
-def test_sampling_ratio_must_be_non_negative():
-    for call in both(sampling_ratio=-1):
-        with pytest.raises(ValueError, match=r"expected sampling_ratio >= 0, but got -1"):
-            call()
+def test_negative_sampling_ratio_is_adaptive():
+    """torchvision's -1 means adaptive in the NumPy API too (issue 36); the C API keeps the NPU's >= 0 rule."""
+    for negative, adaptive in zip(both(sampling_ratio=-1), both(sampling_ratio=0)):
+        np.testing.assert_array_equal(negative(), adaptive())
 
 
 @pytest.mark.parametrize("index", [2.0, -0.5, -1.0, np.nan, np.inf, 1e30])

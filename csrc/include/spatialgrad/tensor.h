@@ -54,7 +54,7 @@ void fill_zeros(const TensorView& view);
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes);
 // Product of sizes; throws an OverflowError-kind error when it does not fit int64.
 int64_t checked_numel(const std::vector<int64_t>& sizes);
-// "(2, 3, 4)" / "[2, 3]" formatting for messages.
+// "(2, 3, 4)" / "[2, 3]" formatting for messages; more than 8 entries print as "[0, 1, 2, 3, 4, 5, ..., 99]".
 std::string format_list(const std::vector<int64_t>& values, const char* open = "(", const char* close = ")");
 
 }  // namespace spatialgrad

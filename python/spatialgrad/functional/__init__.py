@@ -1,4 +1,5 @@
 """NumPy-level forward and backward functions, one module per operator."""
+from ._args import explain_argument_errors
 from .avg_pool2d import avg_pool2d, avg_pool2d_backward
 from .upsample_bilinear2d import upsample_bilinear2d, upsample_bilinear2d_backward
 from .grid_sampler_2d import grid_sample, grid_sampler_2d_backward, grid_sampler_2d_double_backward
@@ -19,3 +20,8 @@ __all__ = [
     "ms_deform_attn_backward",
     "ms_deform_attn_double_backward",
 ]
+
+# Every public function explains a non-array argument in one line (see explain_argument_errors).
+for _name in __all__:
+    globals()[_name] = explain_argument_errors(globals()[_name])
+del _name

@@ -43,6 +43,11 @@ def avg_pool2d(
 
     Raises:
         ValueError: invalid sizes or parameters. TypeError: unsupported dtype.
+
+    Example::
+
+        x = np.random.rand(2, 3, 8, 8).astype(np.float32)
+        y = spatialgrad.avg_pool2d(x, 3, stride=2, padding=1)  # (2, 3, 4, 4)
     """
     if _strict.chip is not None:
         _strict.enforce("avg_pool2d", locals())
@@ -77,6 +82,11 @@ def avg_pool2d_backward(
 
     Returns:
         ``grad_input``, shaped like ``input``.
+
+    Example::
+
+        x = np.random.rand(2, 3, 8, 8).astype(np.float32)
+        grad_x = spatialgrad.avg_pool2d_backward(np.ones((2, 3, 4, 4), np.float32), x, 2)  # (2, 3, 8, 8)
     """
     if _strict.chip is not None:
         _strict.enforce("avg_pool2d_backward", locals())

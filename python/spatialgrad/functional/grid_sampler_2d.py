@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import _core
 from . import _strict
+from ._args import short_repr
 
 __all__ = ["grid_sample", "grid_sampler_2d_backward", "grid_sampler_2d_double_backward"]
 
@@ -32,7 +33,7 @@ def _mode_number(value: Mode, names: dict, arg: str, op: str) -> int:
                 return number
     # The list of choices is formatted only here: formatted on every call it cost 2 us of a 4 us call.
     choices = ", ".join(f"{name!r} ({number})" for name, number in names.items())
-    raise ValueError(f"{op}(): expected {arg} to be one of {choices}, but got {value!r}")
+    raise ValueError(f"{op}(): expected {arg} to be one of {choices}, but got {short_repr(value)}")
 
 
 def _output_mask(output_mask: Sequence[bool], op: str, entries: int = 2) -> list:
@@ -40,7 +41,7 @@ def _output_mask(output_mask: Sequence[bool], op: str, entries: int = 2) -> list
         mask = [bool(v) for v in output_mask]
     except TypeError:
         raise TypeError(f"{op}(): expected output_mask to be a sequence of {entries} bools, but got "
-                        f"{output_mask!r}") from None
+                        f"{short_repr(output_mask)}") from None
     return mask  # the C++ core checks the number of entries
 
 
@@ -67,6 +68,11 @@ def grid_sample(
 
     Raises:
         ValueError: bad shapes or modes. TypeError: unsupported or mismatched dtypes.
+
+    Example::
+
+        x, grid = np.random.rand(1, 3, 8, 8), np.random.uniform(-1, 1, (1, 5, 5, 2))
+        y = spatialgrad.grid_sample(x, grid, mode="bicubic", padding_mode="border")  # (1, 3, 5, 5)
     """
     if _strict.chip is not None:
         _strict.enforce("grid_sample", locals())
@@ -99,6 +105,11 @@ def grid_sampler_2d_backward(
     Returns:
         ``(input_grad, grid_grad)`` shaped like ``input`` and ``grid``; a gradient that ``output_mask`` does not
         ask for is ``None`` (and costs nothing). ``grid_grad`` is zero for ``"nearest"``.
+
+    Example::
+
+        x, grid = np.random.rand(1, 3, 8, 8), np.random.uniform(-1, 1, (1, 5, 5, 2))
+        grad_x, grad_grid = spatialgrad.grid_sampler_2d_backward(np.ones((1, 3, 5, 5)), x, grid)
     """
     if _strict.chip is not None:
         _strict.enforce("grid_sampler_2d_backward", locals())
@@ -142,6 +153,11 @@ def grid_sampler_2d_double_backward(
         sampling weights are piecewise polynomials of the grid; at pixel boundaries (and the clamps of border
         and reflection padding) the derivatives are one-sided, as the first-order ones are. ``"nearest"`` has
         zero ``d_input`` and ``d_grid``. Deterministic for any thread count.
+
+    Example::
+
+        x, grid, g = np.random.rand(1, 3, 8, 8), np.random.uniform(-1, 1, (1, 5, 5, 2)), np.ones((1, 3, 5, 5))
+        d_g, d_x, d_grid = spatialgrad.grid_sampler_2d_double_backward(None, np.ones_like(grid), g, x, grid)
     """
     if _strict.chip is not None:
         _strict.enforce("grid_sampler_2d_double_backward", locals())

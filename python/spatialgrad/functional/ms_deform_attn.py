@@ -1,7 +1,7 @@
 """Multi-scale deformable attention (mmcv ``MultiScaleDeformableAttnFunction`` semantics)."""
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -9,6 +9,9 @@ from .. import _core
 from . import _strict
 
 __all__ = ["ms_deform_attn", "ms_deform_attn_backward", "ms_deform_attn_double_backward"]
+
+# spatial_shapes and level_start_index: an int array, or nested lists of ints.
+IndexTable = Union[np.ndarray, Sequence]
 
 
 def _index_array(value):
@@ -18,8 +21,8 @@ def _index_array(value):
 
 def ms_deform_attn(
     value: np.ndarray,
-    spatial_shapes: np.ndarray,
-    level_start_index: np.ndarray,
+    spatial_shapes: IndexTable,
+    level_start_index: IndexTable,
     sampling_locations: np.ndarray,
     attention_weights: np.ndarray,
 ) -> np.ndarray:
@@ -43,6 +46,11 @@ def ms_deform_attn(
     Raises:
         ValueError: inconsistent shapes, ``S`` or ``level_start_index`` not matching ``spatial_shapes``,
             a level smaller than 1x1. TypeError: a dtype other than those listed.
+
+    Example::
+
+        value, loc, w = np.random.rand(1, 20, 2, 8), np.random.rand(1, 3, 2, 2, 4, 2), np.random.rand(1, 3, 2, 2, 4)
+        out = spatialgrad.ms_deform_attn(value, [[4, 4], [2, 2]], [0, 16], loc, w)  # (1, 3, 16)
     """
     if _strict.chip is not None:
         _strict.enforce("ms_deform_attn", locals())
@@ -52,8 +60,8 @@ def ms_deform_attn(
 
 def ms_deform_attn_backward(
     value: np.ndarray,
-    spatial_shapes: np.ndarray,
-    level_start_index: np.ndarray,
+    spatial_shapes: IndexTable,
+    level_start_index: IndexTable,
     sampling_locations: np.ndarray,
     attention_weights: np.ndarray,
     grad_output: np.ndarray,
@@ -69,6 +77,12 @@ def ms_deform_attn_backward(
         ``(grad_value, grad_sampling_locations, grad_attention_weights)``, shaped like the inputs. Points
         that contribute nothing get zero location and weight gradients. The result does not depend on the
         number of threads (bit for bit).
+
+    Example::
+
+        value, loc, w = np.random.rand(1, 20, 2, 8), np.random.rand(1, 3, 2, 2, 4, 2), np.random.rand(1, 3, 2, 2, 4)
+        grad_value, grad_loc, grad_w = spatialgrad.ms_deform_attn_backward(
+            value, [[4, 4], [2, 2]], [0, 16], loc, w, np.ones((1, 3, 16)))
     """
     if _strict.chip is not None:
         _strict.enforce("ms_deform_attn_backward", locals())
@@ -80,8 +94,8 @@ def ms_deform_attn_backward(
 
 def ms_deform_attn_double_backward(
     value: np.ndarray,
-    spatial_shapes: np.ndarray,
-    level_start_index: np.ndarray,
+    spatial_shapes: IndexTable,
+    level_start_index: IndexTable,
     sampling_locations: np.ndarray,
     attention_weights: np.ndarray,
     grad_output: np.ndarray,
@@ -100,6 +114,13 @@ def ms_deform_attn_double_backward(
         ``sampling_locations``, ``attention_weights`` and ``grad_output``. The bilinear weights are linear in
         x and in y, so only the mixed x-y second derivative is non-zero; at pixel boundaries derivatives are
         one-sided. Deterministic for any thread count.
+
+    Example::
+
+        value, loc, w = np.random.rand(1, 20, 2, 8), np.random.rand(1, 3, 2, 2, 4, 2), np.random.rand(1, 3, 2, 2, 4)
+        d_value, d_loc, d_w, d_g = spatialgrad.ms_deform_attn_double_backward(
+            value, [[4, 4], [2, 2]], [0, 16], loc, w, np.ones((1, 3, 16)),
+            grad_grad_sampling_locations=np.ones_like(loc))
     """
     if _strict.chip is not None:
         _strict.enforce("ms_deform_attn_double_backward", locals())

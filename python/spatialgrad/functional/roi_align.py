@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _core
 from . import _strict
-from ._args import IntOrPair, int_list
+from ._args import IntOrPair, int_list, short_repr
 
 __all__ = ["roi_align", "roi_align_backward"]
 
@@ -17,16 +17,22 @@ def _int(value, name: str, op: str) -> int:
     try:
         return operator.index(value)
     except TypeError:
-        raise TypeError(f"{op}(): expected {name} to be an int, but got {value!r}") from None
+        raise TypeError(f"{op}(): expected {name} to be an int, but got {short_repr(value)}") from None
+
+
+def _sampling_ratio(value, op: str) -> int:
+    """torchvision's meaning, in both spatialgrad's NumPy and PyTorch APIs: ``<= 0`` is adaptive. The C++ core
+    and the aclnn C API keep the NPU's rule (``>= 0``, 0 adaptive, negative an error), so the mapping is here."""
+    return max(_int(value, "sampling_ratio", op), 0)
 
 
 def _float(value, name: str, op: str) -> float:
     if isinstance(value, (str, bytes)):
-        raise TypeError(f"{op}(): expected {name} to be a float, but got {value!r}")
+        raise TypeError(f"{op}(): expected {name} to be a float, but got {short_repr(value)}")
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise TypeError(f"{op}(): expected {name} to be a float, but got {value!r}") from None
+        raise TypeError(f"{op}(): expected {name} to be a float, but got {short_repr(value)}") from None
 
 
 def roi_align(
@@ -48,7 +54,8 @@ def roi_align(
             of the input's dtype; ROI k samples image ``floor(batch_index)``, which must be in ``[0, B)``.
         output_size: ``P`` or ``(PH, PW)``, the bins per ROI.
         spatial_scale: multiplies the box coordinates (feature size / image size); finite and > 0.
-        sampling_ratio: samples per bin along each axis; ``0`` = adaptive, ``ceil(roi_size / P)``.
+        sampling_ratio: samples per bin along each axis; ``0`` or negative (torchvision's ``-1``) = adaptive,
+            ``ceil(roi_size / P)`` per axis.
         aligned: shift the box corners by -0.5 pixel (and do not force boxes to at least 1 pixel).
 
     Returns:
@@ -57,6 +64,11 @@ def roi_align(
     Raises:
         ValueError: invalid shapes or parameters. IndexError: a batch index outside ``[0, B)`` (or NaN).
         TypeError: unsupported dtype, or boxes of another dtype than input.
+
+    Example::
+
+        x, boxes = np.random.rand(2, 3, 16, 16), np.array([[1, 2.0, 2.0, 10.0, 8.0]])
+        y = spatialgrad.roi_align(x, boxes, 7, spatial_scale=1.0, sampling_ratio=2)  # (1, 3, 7, 7)
     """
     if _strict.chip is not None:
         _strict.enforce("roi_align", locals())
@@ -66,7 +78,7 @@ def roi_align(
         boxes,
         int_list(output_size, "output_size", op),
         _float(spatial_scale, "spatial_scale", op),
-        _int(sampling_ratio, "sampling_ratio", op),
+        _sampling_ratio(sampling_ratio, op),
         bool(aligned),
     )
 
@@ -91,6 +103,11 @@ def roi_align_backward(
 
     Returns:
         ``grad_input`` of shape ``input_shape`` and grad_output's dtype.
+
+    Example::
+
+        boxes = np.array([[1, 2.0, 2.0, 10.0, 8.0]])
+        grad_x = spatialgrad.roi_align_backward(np.ones((1, 3, 7, 7)), boxes, (2, 3, 16, 16), 7, 7, 1.0, 2, True)
     """
     if _strict.chip is not None:
         _strict.enforce("roi_align_backward", locals())
@@ -102,6 +119,6 @@ def roi_align_backward(
         _int(pooled_height, "pooled_height", op),
         _int(pooled_width, "pooled_width", op),
         _float(spatial_scale, "spatial_scale", op),
-        _int(sampling_ratio, "sampling_ratio", op),
+        _sampling_ratio(sampling_ratio, op),
         bool(aligned),
     )

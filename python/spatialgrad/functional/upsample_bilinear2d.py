@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _core
 from . import _strict
-from ._args import IntOrPair, int_list
+from ._args import IntOrPair, int_list, short_repr
 
 __all__ = ["upsample_bilinear2d", "upsample_bilinear2d_backward"]
 
@@ -30,7 +30,7 @@ def _scale_pair(value: Optional[FloatOrPair], name: str, op: str) -> tuple[float
     if value is None:
         return 0.0, 0.0
     if isinstance(value, (str, bytes)):
-        raise TypeError(f"{op}(): expected {name} to be a number or a pair of numbers, but got {value!r}")
+        raise TypeError(f"{op}(): expected {name} to be a number or a pair of numbers, but got {short_repr(value)}")
     if np.ndim(value) == 0:
         values = [value]
     else:
@@ -38,18 +38,20 @@ def _scale_pair(value: Optional[FloatOrPair], name: str, op: str) -> tuple[float
     try:
         values = [0.0 if v is None else float(v) for v in values]
     except (TypeError, ValueError):
-        raise TypeError(f"{op}(): expected {name} to be a number or a pair of numbers, but got {value!r}") from None
+        raise TypeError(f"{op}(): expected {name} to be a number or a pair of numbers, but got "
+                        f"{short_repr(value)}") from None
     if len(values) == 1:
         return values[0], values[0]
     if len(values) != 2:
-        raise ValueError(f"{op}(): expected {name} to have 2 entries (H, W), but got {len(values)} ({value!r})")
+        raise ValueError(f"{op}(): expected {name} to have 2 entries (H, W), but got {len(values)} "
+                         f"({short_repr(value)})")
     return values[0], values[1]
 
 
 def _scale(value: Optional[float], name: str, op: str) -> float:
     """One scale: None -> 0.0 ("not given")."""
     if value is not None and (isinstance(value, (str, bytes)) or np.ndim(value) != 0):
-        raise TypeError(f"{op}(): expected {name} to be a number or None, but got {value!r}")
+        raise TypeError(f"{op}(): expected {name} to be a number or None, but got {short_repr(value)}")
     return _scale_pair(value, name, op)[0]
 
 
@@ -61,7 +63,7 @@ def _array(value, name: str, op: str) -> np.ndarray:
 
 def _layout(layout: str, op: str) -> str:
     if not isinstance(layout, str):
-        raise TypeError(f"{op}(): expected layout to be a string (\"NCHW\" or \"NHWC\"), but got {layout!r}")
+        raise TypeError(f"{op}(): expected layout to be a string (\"NCHW\" or \"NHWC\"), but got {short_repr(layout)}")
     return layout  # the core parses it (case-insensitive) and rejects unknown names with a ValueError
 
 
@@ -92,6 +94,11 @@ def upsample_bilinear2d(
     Raises:
         ValueError: invalid sizes, unknown layout, neither output_size nor scale_factor.
         TypeError: unsupported dtype or argument type.
+
+    Example::
+
+        x = np.random.rand(1, 3, 4, 4)
+        y = spatialgrad.upsample_bilinear2d(x, scale_factor=2.0)  # (1, 3, 8, 8), float64
     """
     if _strict.chip is not None:
         _strict.enforce("upsample_bilinear2d", locals())
@@ -126,6 +133,11 @@ def upsample_bilinear2d_backward(
 
     Returns:
         ``grad_input`` of shape ``input_size``.
+
+    Example::
+
+        g = np.ones((1, 3, 8, 8))
+        grad_x = spatialgrad.upsample_bilinear2d_backward(g, (8, 8), (1, 3, 4, 4), scales_h=2.0, scales_w=2.0)
     """
     if _strict.chip is not None:
         _strict.enforce("upsample_bilinear2d_backward", locals())

@@ -17,9 +17,13 @@ crosses as its raw bits, still without copies). Gradients are computed only for 
 Backward passes are differentiable (``create_graph=True``): avg_pool2d, upsample_bilinear2d and roi_align to
 any order, grid_sample and ms_deform_attn to second order; a third derivative of those two raises a
 RuntimeError naming the operator.
+
+``patch()`` routes existing ``torch.nn.functional`` and ``torchvision.ops`` calls to these functions;
+``OPERATORS`` is the tuple of the operator names it accepts. ``spatialgrad.torch.nn`` has modules built on them.
 """
 import math
 import os
+import warnings
 from typing import List, Optional, Sequence, Union
 
 import numpy as np
@@ -32,7 +36,7 @@ from .._registry import OPS, OpSpec, as_tuple, gather_grads, pullback_call
 from ..bfloat16 import bfloat16_bits, is_bfloat16
 
 __all__ = ["roi_align", "upsample_bilinear2d", "avg_pool2d", "grid_sample", "ms_deform_attn",
-           "ms_deform_attn_reference", "patch", "nn"]
+           "ms_deform_attn_reference", "patch", "OPERATORS", "nn"]
 
 
 def _to_numpy(t: Optional[torch.Tensor], op: str, name: str) -> Optional[np.ndarray]:
@@ -127,7 +131,30 @@ def _apply(name: str, tensors: Sequence[torch.Tensor], options: dict) -> torch.T
 def avg_pool2d(input: Tensor, kernel_size: BroadcastingList2[int], stride: Optional[BroadcastingList2[int]] = None,
                padding: BroadcastingList2[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True,
                divisor_override: Optional[int] = None) -> Tensor:
-    """Differentiable ``F.avg_pool2d`` (3-D or 4-D input)."""
+    """Average pooling over the last two dimensions, differentiable; the arguments of ``F.avg_pool2d``.
+
+    Args:
+        input: ``(N, C, H, W)`` or ``(C, H, W)`` CPU tensor, float16, bfloat16, float32 or float64, any strides.
+        kernel_size: ``k`` or ``(kH, kW)``, each > 0.
+        stride: ``s`` or ``(sH, sW)``, each > 0; ``None`` (default) means ``kernel_size``.
+        padding: ``p`` or ``(pH, pW)`` of implicit zeros, ``0 <= p <= k // 2`` (default 0).
+        ceil_mode: round the output size up (default False).
+        count_include_pad: divide by the window size including the padding (default True), otherwise by the
+            number of input pixels in the window.
+        divisor_override: divide every window by this value instead (default ``None``: not set).
+
+    Returns:
+        ``(N, C, OH, OW)`` (or ``(C, OH, OW)``) of the input's dtype, ``O = floor((I + 2p - k) / s) + 1``
+        (``ceil`` with ``ceil_mode``, dropping a last window that starts in the padding).
+
+    Raises:
+        ValueError: bad sizes or parameters, or a non-CPU tensor. TypeError: a dtype other than those listed.
+
+    Example::
+
+        y = spatialgrad.torch.avg_pool2d(torch.rand(2, 3, 8, 8, requires_grad=True), 2)  # (2, 3, 4, 4)
+        y.sum().backward()
+    """
     if torch.jit.is_scripting():
         return _avg_pool2d_from_script(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                                        divisor_override)
@@ -139,9 +166,29 @@ def avg_pool2d(input: Tensor, kernel_size: BroadcastingList2[int], stride: Optio
 def upsample_bilinear2d(input: Tensor, size: Optional[BroadcastingList2[int]] = None,
                         scale_factor: Optional[BroadcastingList2[float]] = None, align_corners: Optional[bool] = None,
                         recompute_scale_factor: Optional[bool] = None) -> Tensor:
-    """Differentiable ``F.interpolate(input, size, scale_factor, mode="bilinear", align_corners, ...)``.
+    """Bilinear upsampling (or downsampling), differentiable; ``F.interpolate(..., mode="bilinear")``'s arguments.
 
-    A ``channels_last`` input is computed in NHWC without copies and gives a ``channels_last`` result, as in PyTorch.
+    Args:
+        input: ``(N, C, H, W)`` CPU tensor, float16, bfloat16, float32 or float64; a ``channels_last`` input is
+            computed in NHWC without copies and gives a ``channels_last`` result.
+        size: ``(OH, OW)`` or one int for both; give either ``size`` or ``scale_factor``.
+        scale_factor: a float or ``(sh, sw)``, each > 0; the output is ``floor(H * sh)`` by ``floor(W * sw)``.
+        align_corners: whether the corner pixels' centres of input and output coincide (``None``, the default,
+            means False).
+        recompute_scale_factor: with ``scale_factor``, compute the coordinates from the output size instead
+            of the given factor.
+
+    Returns:
+        ``(N, C, OH, OW)`` of the input's dtype.
+
+    Raises:
+        ValueError: not 4-D, both or neither of ``size`` and ``scale_factor``, sizes < 1, a non-CPU tensor.
+        TypeError: a dtype other than those listed.
+
+    Example::
+
+        y = spatialgrad.torch.upsample_bilinear2d(torch.rand(1, 3, 4, 4), scale_factor=2, align_corners=False)
+        assert y.shape == (1, 3, 8, 8)
     """
     if torch.jit.is_scripting():
         return _upsample_bilinear2d_from_script(input, size, scale_factor, align_corners, recompute_scale_factor)
@@ -162,9 +209,33 @@ def upsample_bilinear2d(input: Tensor, size: Optional[BroadcastingList2[int]] = 
 
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
                 align_corners: Optional[bool] = None) -> Tensor:
-    """Differentiable ``F.grid_sample`` for 4-D input (``align_corners=None`` means False, as in PyTorch)."""
+    """Samples ``input`` at the normalised locations of ``grid``, differentiable in both (``F.grid_sample``, 4-D).
+
+    Args:
+        input: ``(N, C, H, W)`` CPU tensor, float16, bfloat16, float32 or float64.
+        grid: ``(N, Ho, Wo, 2)`` of the input's dtype; ``grid[..., 0]`` is x (along W), ``grid[..., 1]`` is y,
+            with -1 and +1 the image edges (the corner pixels' centres with ``align_corners=True``).
+        mode: ``"bilinear"`` (default), ``"nearest"`` or ``"bicubic"``.
+        padding_mode: what locations outside the image read: ``"zeros"`` (default), ``"border"`` or
+            ``"reflection"``.
+        align_corners: see ``grid``; ``None`` (the default) means False and warns, as ``F.grid_sample`` does.
+
+    Returns:
+        ``(N, C, Ho, Wo)`` of the input's dtype.
+
+    Raises:
+        ValueError: bad shapes or modes, a non-CPU tensor. TypeError: unsupported or mismatched dtypes.
+
+    Example::
+
+        grid = torch.rand(1, 5, 5, 2) * 2 - 1
+        y = spatialgrad.torch.grid_sample(torch.rand(1, 3, 8, 8), grid, align_corners=False)  # (1, 3, 5, 5)
+    """
     if torch.jit.is_scripting():
         return _grid_sample_from_script(input, grid, mode, padding_mode, align_corners)
+    if align_corners is None:  # the warning F.grid_sample gives; a patched F.grid_sample gives it from here
+        warnings.warn("grid_sample: align_corners=None means False, as in PyTorch (which warns the same); "
+                      "pass it explicitly to silence this")
     return _apply("grid_sample", [input, grid], dict(mode=mode, padding_mode=padding_mode,
                                                       align_corners=bool(align_corners)))
 
@@ -172,27 +243,90 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
 def _boxes_k5(boxes: Union[torch.Tensor, List[torch.Tensor]], dtype: torch.dtype) -> torch.Tensor:
     """torchvision's box formats: a (K, 5) tensor, or a list of (L_i, 4) tensors, one per image."""
     if isinstance(boxes, (list, tuple)):
+        _check_boxes_per_image(boxes)
         parts = [torch.cat([torch.full((b.shape[0], 1), i, dtype=b.dtype), b], dim=1) for i, b in enumerate(boxes)]
         boxes = torch.cat(parts, dim=0) if parts else torch.zeros((0, 5), dtype=dtype)
     return boxes.detach()
 
 
+def _check_boxes_per_image(boxes: Sequence[torch.Tensor]) -> None:
+    """The list format is checked here: joined into (K, 5), a (L, 5) entry would be reported as (K, 6)."""
+    for i, b in enumerate(boxes):
+        if not isinstance(b, torch.Tensor) or b.dim() != 2 or b.shape[1] != 4:
+            got = f"shape {tuple(b.shape)}" if isinstance(b, torch.Tensor) else type(b).__name__
+            raise ValueError(f"spatialgrad.torch.roi_align(): expected boxes as a list of (L, 4) tensors (x1, y1, "
+                             f"x2, y2), one per image, but got boxes[{i}] of {got} (pass (K, 5) rows with the batch "
+                             f"index as one tensor, not in a list)")
+
+
 def roi_align(input: Tensor, boxes: Union[Tensor, List[Tensor]], output_size: BroadcastingList2[int],
               spatial_scale: float = 1.0, sampling_ratio: int = -1, aligned: bool = False) -> Tensor:
-    """Differentiable ``torchvision.ops.roi_align`` (same defaults: ``sampling_ratio=-1`` adaptive, ``aligned=False``)."""
+    """Average of bilinear samples over each bin of each box, differentiable in ``input`` (torchvision's
+    ``roi_align`` arguments and defaults).
+
+    Args:
+        input: ``(B, C, H, W)`` CPU tensor, float16, bfloat16, float32 or float64.
+        boxes: a ``(K, 5)`` tensor of rows ``(batch_index, x1, y1, x2, y2)``, or a list of ``B`` tensors of
+            shape ``(L_i, 4)`` (rows ``(x1, y1, x2, y2)`` of image i); the input's dtype, in image coordinates.
+        output_size: ``P`` or ``(PH, PW)``, the bins per box.
+        spatial_scale: multiplies the box coordinates (feature size / image size; default 1.0).
+        sampling_ratio: samples per bin along each axis; ``<= 0`` (the default -1) is adaptive,
+            ``ceil(box size / P)`` (the same meaning as :func:`spatialgrad.roi_align`).
+        aligned: shift the boxes by -0.5 pixel (default False: unshifted, boxes at least 1 pixel).
+
+    Returns:
+        ``(K, C, PH, PW)`` of the input's dtype; no gradient flows to ``boxes``.
+
+    Raises:
+        ValueError: bad shapes (e.g. a ``(L, 5)`` tensor in the list format), parameters, a non-CPU tensor.
+        IndexError: a batch index outside ``[0, B)``. TypeError: boxes of another dtype than ``input``.
+
+    Example::
+
+        boxes = torch.tensor([[0, 1.0, 1.0, 6.0, 5.0]])
+        y = spatialgrad.torch.roi_align(torch.rand(1, 3, 8, 8), boxes, 2, aligned=True)  # (1, 3, 2, 2)
+    """
     if torch.jit.is_scripting():
         return _roi_align_from_script(input, boxes, output_size, spatial_scale, sampling_ratio, aligned)
     return _apply("roi_align", [input, _boxes_k5(boxes, input.dtype)],
                   dict(output_size=output_size, spatial_scale=float(spatial_scale),
-                       sampling_ratio=max(int(sampling_ratio), 0), aligned=bool(aligned)))
+                       sampling_ratio=int(sampling_ratio), aligned=bool(aligned)))
 
 
 def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor, sampling_locations: Tensor,
                    attention_weights: Tensor, im2col_step: int = 64) -> Tensor:
-    """Differentiable multi-scale deformable attention, mmcv argument order; returns (bs, Q, nH*C).
+    """Multi-scale deformable attention (Deformable DETR), differentiable in value, locations and weights.
 
-    ``im2col_step`` is accepted for compatibility and ignored (the CPU kernel needs no batching of columns).
-    ``sampling_locations`` and ``attention_weights`` are cast to ``value``'s dtype, as mmcv does.
+    For each query and head, the sum over levels l and points p of ``attention_weights[..., l, p]`` times a
+    bilinear sample of level l of ``value`` at ``sampling_locations[..., l, p, :]``.
+
+    Args:
+        value: ``(bs, S, nH, C)`` CPU tensor, float16, bfloat16, float32 or float64: the levels' pixels
+            stacked along ``S`` (row-major per level).
+        spatial_shapes: ``(L, 2)`` int64 (or int32) tensor, ``(H, W)`` of each level, ``sum(H * W) == S``.
+        level_start_index: ``(L,)`` int tensor, where each level starts in ``S`` (the exclusive prefix sum of
+            ``H * W``).
+        sampling_locations: ``(bs, Q, nH, L, P, 2)``, ``(x, y)`` with ``[0, 1]`` spanning the level; points
+            outside read zeros.
+        attention_weights: ``(bs, Q, nH, L, P)``.
+        im2col_step: accepted for the same call as mmcv's function and ignored (the CPU kernel does not
+            batch columns).
+
+    ``sampling_locations`` and ``attention_weights`` are cast to ``value``'s dtype (mixed precision); each
+    gradient comes back in its input's own dtype.
+
+    Returns:
+        ``(bs, Q, nH * C)`` of value's dtype.
+
+    Raises:
+        ValueError: inconsistent shapes, ``S`` or ``level_start_index`` not matching ``spatial_shapes``, a
+        non-CPU tensor. TypeError: a dtype other than those listed.
+
+    Example::
+
+        shapes, starts = torch.tensor([[4, 4], [2, 2]]), torch.tensor([0, 16])
+        out = spatialgrad.torch.ms_deform_attn(torch.rand(1, 20, 2, 8), shapes, starts, torch.rand(1, 3, 2, 2, 4, 2),
+                                               torch.rand(1, 3, 2, 2, 4))  # (1, 3, 16)
     """
     if torch.jit.is_scripting():
         return _ms_deform_attn_from_script(value, spatial_shapes, level_start_index, sampling_locations,
@@ -206,14 +340,35 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
 
 
 def ms_deform_attn_reference(value: torch.Tensor, spatial_shapes: torch.Tensor, sampling_locations: torch.Tensor,
-                             attention_weights: torch.Tensor) -> torch.Tensor:
-    """Multi-scale deformable attention composed of PyTorch ops (mmcv's CPU fallback formula).
+                             attention_weights: torch.Tensor, *extra) -> torch.Tensor:
+    """Multi-scale deformable attention composed of PyTorch ops: the reference :func:`ms_deform_attn` is
+    compared against (in tests, benchmarks and examples), differentiable by PyTorch's autograd.
 
-    Each level of ``value`` is sampled with ``F.grid_sample`` (bilinear, zeros padding, ``align_corners=False``)
-    at ``2 * location - 1`` and the samples are summed with the attention weights. It allocates temporaries of
-    size bs*nH*C*Q*L*P; it is here as the reference that tests, benchmarks and examples compare against.
-    Shapes as in :func:`ms_deform_attn`; returns (bs, Q, nH*C).
+    It takes no ``level_start_index`` (unlike :func:`ms_deform_attn`; the order of mmcv's pure-PyTorch
+    fallback): the levels are split by ``spatial_shapes`` alone. Each level is sampled with ``F.grid_sample``
+    (bilinear, zeros padding, ``align_corners=False``) at ``2 * location - 1`` and the samples are summed with
+    the attention weights, through temporaries of ``bs * nH * C * Q * L * P`` elements.
+
+    Args:
+        value: ``(bs, S, nH, C)`` floating tensor, the levels' pixels stacked along ``S``.
+        spatial_shapes: ``(L, 2)`` ``(H, W)`` per level (a tensor, an array or a list of pairs), ``sum(H * W) == S``.
+        sampling_locations: ``(bs, Q, nH, L, P, 2)``, ``(x, y)`` with ``[0, 1]`` spanning the level.
+        attention_weights: ``(bs, Q, nH, L, P)``.
+
+    Returns:
+        ``(bs, Q, nH * C)``.
+
+    Raises:
+        TypeError: more than four arguments (a ``level_start_index`` passed as with :func:`ms_deform_attn`).
+
+    Example::
+
+        value, locations, weights = torch.rand(1, 20, 2, 8), torch.rand(1, 3, 2, 2, 4, 2), torch.rand(1, 3, 2, 2, 4)
+        out = spatialgrad.torch.ms_deform_attn_reference(value, [(4, 4), (2, 2)], locations, weights)  # (1, 3, 16)
     """
+    if extra:
+        raise TypeError(f"ms_deform_attn_reference(): expected 4 arguments (value, spatial_shapes, sampling_locations, "
+                        f"attention_weights; no level_start_index, unlike ms_deform_attn), but got {4 + len(extra)}")
     bs, _, heads, channels = value.shape
     _, queries, _, levels, points, _ = sampling_locations.shape
     sizes = [(int(h), int(w)) for h, w in spatial_shapes]  # a tensor, an array or a list of pairs
@@ -239,7 +394,7 @@ for _name in ("roi_align", "upsample_bilinear2d", "avg_pool2d", "grid_sample", "
 del _name
 
 from . import nn  # noqa: E402  (modules built on the functions above)
-from ._patch import patch  # noqa: E402
+from ._patch import OPERATORS, patch  # noqa: E402
 
 
 # TorchScript: a scripted function or module calling an adapter compiles only its `is_scripting()` branch,

@@ -1,29 +1,4 @@
-"""``spatialgrad.torch.patch()``: route existing PyTorch code to spatialgrad without touching its call sites.
-
-Inside the context these names are spatialgrad functions (defined here, so their ``__module__`` starts with
-"spatialgrad"):
-
-===========================  ==============================================================================
-operator                     names replaced (and what reaches them)
-===========================  ==============================================================================
-``roi_align``                ``torchvision.ops.roi_align`` and the names torchvision's own modules call
-                             (``torchvision.ops.roi_align.roi_align``: ``RoIAlign``; ``torchvision.ops.poolers
-                             .roi_align``: ``MultiScaleRoIAlign``)
-``upsample_bilinear2d``      ``F.interpolate``, ``F.upsample``, ``F.upsample_bilinear`` (``nn.Upsample``,
-                             ``nn.UpsamplingBilinear2d``) in bilinear mode on 4-D input
-``avg_pool2d``               ``F.avg_pool2d`` (``nn.AvgPool2d``)
-``grid_sample``              ``F.grid_sample``
-===========================  ==============================================================================
-
-A call spatialgrad does not cover goes to the function that was there before, unchanged: non-CPU tensors,
-integer dtypes, other modes, 3-D/5-D input to interpolate, ``antialias=True``, tracing (``torch.jit.trace``),
-and arguments spatialgrad rejects (the original then raises its own error, or handles what it supports).
-TorchScript resolves functions when it compiles: script a model outside the context (a scripted model keeps
-calling the originals).
-
-The replacement is process-wide while active (module attributes): other threads see it too. Contexts nest;
-leave them in the reverse order of entering.
-"""
+"""The implementation of ``spatialgrad.torch.patch``; what it covers is documented in ``patch``'s docstring."""
 from __future__ import annotations
 
 import contextlib
@@ -39,6 +14,7 @@ from . import avg_pool2d as sg_avg_pool2d
 from . import grid_sample as sg_grid_sample
 from . import roi_align as sg_roi_align
 from . import upsample_bilinear2d as sg_upsample_bilinear2d
+from ..functional._args import short_repr
 
 __all__ = ["patch", "OPERATORS"]
 
@@ -55,12 +31,30 @@ def _covered(*tensors) -> bool:
     return all(isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.dtype in _FLOATING for t in tensors)
 
 
-def _ours_or_original(ours: Callable, original: Callable, *args, **kwargs):
-    """spatialgrad's result; for arguments spatialgrad rejects, the original's (result or error)."""
+def _ours_or_original(ours: Callable, original: Callable, *args):
+    """spatialgrad's result; for arguments spatialgrad rejects, see _original_or_clearer_error."""
     try:
-        return ours(*args, **kwargs)
-    except _SPATIALGRAD_ERRORS:
-        return original(*args, **kwargs)
+        return ours(*args)
+    except _SPATIALGRAD_ERRORS as error:
+        return _original_or_clearer_error(error, original, *args)
+
+
+def _original_or_clearer_error(ours: Exception, original: Callable, *args):
+    """The original's result for arguments spatialgrad rejected, if it accepts them (it may support more). If
+    it rejects them too, spatialgrad's message is raised: it names the argument the user passed, where
+    PyTorch's can mislead (F.avg_pool2d(x, -2): "pad should be at most half of kernel size, but got pad=0 and
+    kernel_size=-2"). It is raised as the original's exception type, so handlers written for it still work."""
+    try:
+        return original(*args)
+    except Exception as theirs:
+        raise _with_type_of(theirs, ours) from None
+
+
+def _with_type_of(theirs: Exception, ours: Exception) -> Exception:
+    try:
+        return type(theirs)(str(ours))
+    except Exception:  # an exception type that takes other arguments: ours as it is
+        return ours
 
 
 def _named_like(function: Callable, original: Callable) -> Callable:
@@ -79,10 +73,6 @@ def _grid_sample(original):
         if not (_covered(input, grid) and input.dim() == 4 and input.dtype == grid.dtype
                 and mode in ("bilinear", "nearest", "bicubic") and padding_mode in ("zeros", "border", "reflection")):
             return original(input, grid, mode, padding_mode, align_corners)
-        if align_corners is None:
-            warnings.warn("grid_sample: align_corners=None means False, as in PyTorch (which warns the same); "
-                          "pass it explicitly to silence this")
-            align_corners = False
         return _ours_or_original(sg_grid_sample, original, input, grid, mode, padding_mode, align_corners)
     return _named_like(grid_sample, original)
 
@@ -96,8 +86,8 @@ def _interpolate(original):
             return original(*args)
         try:
             return sg_upsample_bilinear2d(input, size, scale_factor, align_corners, recompute_scale_factor)
-        except _SPATIALGRAD_ERRORS:
-            return original(*args)
+        except _SPATIALGRAD_ERRORS as error:
+            return _original_or_clearer_error(error, original, *args)
     return _named_like(interpolate, original)
 
 
@@ -167,14 +157,49 @@ def _replacements(op: str) -> Dict[Tuple[object, str], Callable]:
 
 
 class patch(contextlib.ContextDecorator):
-    """Routes PyTorch's and torchvision's functions to spatialgrad while active::
+    """Routes PyTorch's and torchvision's functions to spatialgrad while active, without changing call sites::
 
         with spatialgrad.torch.patch():            # or @spatialgrad.torch.patch() on a function,
             loss = model(images, targets)          # or p = patch(); p.start(); ...; p.stop()
 
-    ``ops`` selects operators by name (default: all of :data:`OPERATORS`). See the module documentation for
-    what is covered and what falls through. ``ascend="910B"`` (a chip of :func:`spatialgrad.ascend.chips`)
-    also checks every spatialgrad call while active, as :func:`spatialgrad.ascend.strict` does.
+    Args:
+        ops: names of the operators to route, from :data:`spatialgrad.torch.OPERATORS` (``"roi_align"``,
+            ``"upsample_bilinear2d"``, ``"avg_pool2d"``, ``"grid_sample"``); ``None`` (the default) routes all.
+        ascend: a chip of :func:`spatialgrad.ascend.chips` (e.g. ``"910B"``): while active, every spatialgrad
+            call is also checked against what that Ascend NPU accepts, as :func:`spatialgrad.ascend.strict` does.
+
+    Inside the context these names are spatialgrad functions (whose ``__module__`` starts with "spatialgrad"):
+
+    ===========================  ==========================================================================
+    operator                     names replaced (and the modules that reach them)
+    ===========================  ==========================================================================
+    ``roi_align``                ``torchvision.ops.roi_align`` and the names torchvision's own modules call
+                                 (``torchvision.ops.roi_align.roi_align``: ``RoIAlign``;
+                                 ``torchvision.ops.poolers.roi_align``: ``MultiScaleRoIAlign``)
+    ``upsample_bilinear2d``      ``F.interpolate``, ``F.upsample``, ``F.upsample_bilinear`` (``nn.Upsample``,
+                                 ``nn.UpsamplingBilinear2d``) in bilinear mode on 4-D input
+    ``avg_pool2d``               ``F.avg_pool2d`` (``nn.AvgPool2d``)
+    ``grid_sample``              ``F.grid_sample``
+    ===========================  ==========================================================================
+
+    A call spatialgrad does not compute goes to the function that was there before, unchanged: non-CPU tensors,
+    integer dtypes, other modes, 3-D/5-D input to interpolate, ``antialias=True``, tracing
+    (``torch.jit.trace``). Arguments spatialgrad rejects also go to the original; if it rejects them too, the
+    error raised has spatialgrad's message, which names the argument (``avg_pool2d(): expected kernel_size
+    entries > 0, but got [-2]``), and the original's exception type. TorchScript resolves functions when it compiles: script a
+    model outside the context (a scripted model keeps calling the originals).
+
+    The replacement is process-wide while active (module attributes): other threads see it too. Contexts nest;
+    leave them in the reverse order of entering. ``start()`` returns the patch; ``active`` says whether it is.
+
+    Raises:
+        ValueError: ``ops`` names an operator not in ``OPERATORS``, or is a single string; ``ascend`` names an
+            unknown chip.
+
+    Example::
+
+        with spatialgrad.torch.patch(["avg_pool2d"]):
+            y = torch.nn.functional.avg_pool2d(torch.rand(1, 3, 8, 8), 2)  # computed by spatialgrad
     """
 
     def __init__(self, ops: Optional[Iterable[str]] = None, ascend: Optional[str] = None):
@@ -182,7 +207,7 @@ class patch(contextlib.ContextDecorator):
         unknown = [op for op in selected if op not in OPERATORS]
         if unknown or isinstance(ops, str):
             raise ValueError(f"spatialgrad.torch.patch(): expected ops to be a list of {', '.join(OPERATORS)}, "
-                             f"but got {ops!r}")
+                             f"but got {short_repr(ops)}")
         self.ops = selected
         self.ascend = None if ascend is None else _ascend.validated_chip(ascend)
         self._checks: List[contextlib.ExitStack] = []  # the strict() of each active start()
@@ -218,4 +243,5 @@ class patch(contextlib.ContextDecorator):
 
     @property
     def active(self) -> bool:
+        """Whether this patch is started (by ``start()`` or ``with``) and not yet stopped."""
         return bool(self._saved)
