@@ -27,11 +27,24 @@ from . import _core
 from .bfloat16 import is_bfloat16
 from .functional import _strict
 
-__all__ = ["check", "strict", "chips", "validated_chip", "rules", "Finding", "AscendCompatibilityError", "AscendCompatibilityWarning"]
+__all__ = ["check", "strict", "chips", "validated_chip", "rules", "Finding", "AscendCompatibilityError",
+           "AscendCompatibilityWarning"]
 
 
 class AscendCompatibilityError(ValueError):
-    """A call the NPU would reject (ACLNN_ERR_PARAM_INVALID); ``findings`` lists every rule it breaks."""
+    """A call the NPU would reject (ACLNN_ERR_PARAM_INVALID); ``findings`` lists every rule it breaks.
+
+    A ``ValueError``, raised by spatialgrad calls inside :func:`strict` before anything is computed.
+
+    Example::
+
+        try:
+            with spatialgrad.ascend.strict("910B"):
+                spatialgrad.roi_align_backward(np.ones((1, 1, 2, 2)), np.array([[0, 0, 0, 3.0, 3.0]]),
+                                               (1, 1, 4, 4), 2, 2, 1.0, 2, True)  # float64: not on the NPU
+        except spatialgrad.ascend.AscendCompatibilityError as error:
+            print(error.findings[0].rule)  # dtype float32
+    """
 
     def __init__(self, message: str, findings: List["Finding"]):
         super().__init__(message)
@@ -39,12 +52,37 @@ class AscendCompatibilityError(ValueError):
 
 
 class AscendCompatibilityWarning(UserWarning):
-    """A call the NPU would run, but computing something other than spatialgrad does."""
+    """A call the NPU would run, but computing something other than spatialgrad does.
+
+    A ``UserWarning``, issued by spatialgrad calls inside :func:`strict` (the result here is unchanged).
+
+    Example::
+
+        import warnings
+        with warnings.catch_warnings(record=True) as caught, spatialgrad.ascend.strict("910B", rejected="warn"):
+            warnings.simplefilter("always")
+            spatialgrad.roi_align_backward(np.ones((1, 1, 2, 2)), np.array([[0, 0, 0, 3.0, 3.0]]),
+                                           (1, 1, 4, 4), 2, 2, 1.0, 2, True)
+        print([str(w.message) for w in caught])  # with rejected="warn", rejections warn too
+    """
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One rule a call breaks on a chip."""
+    """One rule a call breaks on a chip, as :func:`check` returns it.
+
+    Attributes: ``op`` (the spatialgrad function), ``chip``, ``rule`` (what the NPU requires), ``argument``
+    (the aclnn argument tested; ``"chip"`` when the operator does not exist on the chip), ``value`` (its value
+    in the call), ``source`` (the CANN source file of the rule), ``rejects`` (True: the NPU refuses the call
+    with status 161002; False: it runs but computes differently) and ``message`` (a sentence saying all this).
+
+    Example::
+
+        x, grid = np.random.rand(1, 1, 4, 4), np.zeros((1, 2, 2, 2))
+        finding = spatialgrad.ascend.check("grid_sampler_2d_backward", np.ones((1, 1, 2, 2)), x, grid,
+                                           mode="bicubic")[0]
+        print(finding.argument, finding.value, finding.rejects)  # interpolationMode 2 True
+    """
 
     op: str
     chip: str
@@ -60,18 +98,34 @@ class Finding:
 
 
 def chips() -> List[str]:
-    """The chip names the rules know: '910', '910B', '910_93', '310P', '950'."""
+    """The chip names the rules know: '910', '910B', '910_93', '310P', '950'.
+
+    Example::
+
+        assert "910B" in spatialgrad.ascend.chips()
+    """
     return list(_core.ascend_chips())
 
 
 def validated_chip(chip: str) -> str:
-    """``chip`` if it is a known chip name; a ValueError listing the known ones otherwise."""
+    """``chip`` if it is a known chip name; a ValueError listing the known ones otherwise.
+
+    Example::
+
+        spatialgrad.ascend.validated_chip("910B")  # "910B"; "910C" would raise ValueError
+    """
     _core.ascend_validate_chip(chip)
     return chip
 
 
 def rules() -> List[Dict[str, Any]]:
-    """Every rule of the table: op, chips, argument, rule, source, rejects."""
+    """Every rule of the table, as dicts with ``op``, ``chips``, ``argument``, ``rule``, ``source`` and ``rejects``.
+
+    Example::
+
+        bicubic = [r for r in spatialgrad.ascend.rules() if r["argument"] == "interpolationMode"]
+        print(bicubic[0]["rule"], bicubic[0]["chips"])
+    """
     return [dict(op=op, chips=list(on), argument=argument or "chip", rule=text, source=source, rejects=rejects)
             for (op, argument, text, source, rejects), on in _core.ascend_rules()]
 
@@ -180,6 +234,13 @@ def check(op_name: str, *args, chip: str = "910B", **kwargs) -> List[Finding]:
 
     Raises:
         ValueError: an unknown operator or chip. TypeError: arguments the function does not take.
+
+    Example::
+
+        g, grid = np.ones((1, 12, 2, 2), np.float32), np.zeros((1, 2, 2, 2), np.float32)
+        x = np.random.rand(1, 12, 4, 4).astype(np.float32)
+        print([f.rule for f in spatialgrad.ascend.check("grid_sampler_2d_backward", g, x, grid, mode="bicubic")])
+        assert spatialgrad.ascend.check("grid_sampler_2d_backward", g, x, grid, mode="bilinear") == []
     """
     validated_chip(chip)
     bound = _signature(op_name).bind(*args, **kwargs)
@@ -215,7 +276,13 @@ def strict(chip: str = "910B", rejected: str = "raise") -> Iterator[None]:
 
     A call the NPU rejects raises :class:`AscendCompatibilityError` (``rejected="warn"``: warns instead, so
     that one run lists every such call); one it computes differently warns :class:`AscendCompatibilityWarning`.
-    Contexts nest (the innermost chip applies); leave them in the reverse order of entering.
+    Contexts nest (the innermost chip applies); leave them in the reverse order of entering. Raises
+    ValueError for an unknown chip or ``rejected`` value.
+
+    Example::
+
+        with spatialgrad.ascend.strict("910B"):
+            spatialgrad.avg_pool2d(np.random.rand(1, 1, 4, 4).astype(np.float32), 2)  # passes: no rule broken
     """
     validated_chip(chip)
     if rejected not in ("raise", "warn"):

@@ -16,7 +16,7 @@ import pytest
 
 from helpers import torch
 
-MODULES = ["spatialgrad", "spatialgrad.autograd"] + (["spatialgrad.torch", "spatialgrad.torch.nn"] if torch else [])
+MODULES = ["spatialgrad", "spatialgrad.autograd", "spatialgrad.ascend"] + (["spatialgrad.torch", "spatialgrad.torch.nn"] if torch else [])
 
 # Phrases that send the reader elsewhere instead of explaining ("As mmcv: ...", "see torchvision's docs").
 DEFERRALS = [r"\bAs (mmcv|torchvision|PyTorch|torch)\b", r"\bsee (the )?(mmcv|torchvision|pytorch|torch)\b",
