@@ -3,7 +3,7 @@
 
 #include "bindings.h"
 #include "numpy_view.h"
-#include "detail/block_cache.h"
+#include "spatialgrad/memory.h"
 #include "spatialgrad/parallel.h"
 
 PYBIND11_MODULE(_core, m) {
@@ -26,7 +26,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("set_default_num_threads", &sg::set_default_num_threads, pybind11::arg("n"),
         "Threads used while set_num_threads has set none (spatialgrad.torch follows torch's count with it "
         "inside DataLoader workers); n <= 0 restores the environment's or machine's default.");
-  m.def("clear_memory_cache", &sg::detail::clear_block_cache,
+  m.def("clear_memory_cache", &sg::clear_memory_cache,
         "Frees the memory spatialgrad keeps for reuse from large outputs and scratch buffers that have died\n"
         "(it is kept so that a training loop does not pay for fresh pages each step); arrays still alive stay.\n\n"
         "Example::\n\n"

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "detail/block_cache.h"
+#include "spatialgrad/memory.h"
 
 #include "spatialgrad/error.h"
 
@@ -63,16 +63,16 @@ Output new_output(const py::array& like, const std::vector<int64_t>& shape) {
   std::vector<py::ssize_t> py_shape(shape.begin(), shape.end());
   const size_t bytes = static_cast<size_t>(numel) * static_cast<size_t>(like.dtype().itemsize());
   py::array array;
-  if (bytes >= detail::kMinCachedBytes) {
-    // The array owns its block through a capsule that hands it back to the cache (detail/block_cache.h).
+  if (bytes >= kMinCachedBytes) {
+    // The array owns its block through a capsule that hands it back to the cache (spatialgrad/memory.h).
     struct Block {
       void* data;
       size_t bytes;
     };
-    auto* block = new Block{detail::acquire_block(bytes), bytes};
+    auto* block = new Block{acquire_block(bytes), bytes};
     py::capsule owner(block, [](void* p) {
       auto* b = static_cast<Block*>(p);
-      detail::release_block(b->data, b->bytes);
+      release_block(b->data, b->bytes);
       delete b;
     });
     array = py::array(like.dtype(), py_shape, block->data, owner);

@@ -6,13 +6,13 @@
 #include <limits>
 #include <vector>
 
-#include "detail/block_cache.h"
 #include "detail/checks.h"
 #include "detail/float_staging.h"
 #include "detail/roi_align_geometry.h"
 #include "detail/rows.h"
 #include "detail/scratch_bound.h"
 #include "detail/simd.h"
+#include "spatialgrad/memory.h"
 #include "spatialgrad/parallel.h"
 
 namespace spatialgrad {
@@ -184,15 +184,15 @@ RoiAlignPath choose_path(const RoiTable<Acc>& table, const std::vector<int64_t>&
   return wide <= narrow ? RoiAlignPath::kPacked : RoiAlignPath::kPackedNarrow;
 }
 
-// An uninitialised buffer from the block cache (detail/block_cache.h): patches have the same size call after
+// An uninitialised buffer from the memory cache (spatialgrad/memory.h): patches have the same size call after
 // call, and fresh pages cost page faults.
 template <class Acc>
 class Scratch {
  public:
   explicit Scratch(int64_t count)
       : bytes_(static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(Acc)),
-        data_(static_cast<Acc*>(detail::acquire_block(bytes_))) {}
-  ~Scratch() { detail::release_block(data_, bytes_); }
+        data_(static_cast<Acc*>(acquire_block(bytes_))) {}
+  ~Scratch() { release_block(data_, bytes_); }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   Acc* data() const { return data_; }

@@ -1,4 +1,4 @@
-// The block cache (detail/block_cache.h): blocks come back newest first and only at their exact size,
+// The memory cache (spatialgrad/memory.h): blocks come back newest first and only at their exact size,
 // blocks in use are never handed out twice, small blocks are not kept, and every block is aligned.
 #include <gtest/gtest.h>
 
@@ -8,9 +8,9 @@
 #include <thread>
 #include <vector>
 
-#include "detail/block_cache.h"
+#include "spatialgrad/memory.h"
 
-namespace spatialgrad::detail {
+namespace spatialgrad {
 namespace {
 
 constexpr size_t kSize = size_t(3) << 20;  // above kMinCachedBytes, below the default limit
@@ -18,7 +18,7 @@ constexpr size_t kSize = size_t(3) << 20;  // above kMinCachedBytes, below the d
 bool aligned(const void* p, size_t alignment) { return reinterpret_cast<uintptr_t>(p) % alignment == 0; }
 
 TEST(BlockCache, ReleasedBlocksComeBackNewestFirstAtTheirSize) {
-  clear_block_cache();
+  clear_memory_cache();
   void* a = acquire_block(kSize);
   void* b = acquire_block(kSize);
   ASSERT_NE(a, b);
@@ -34,11 +34,11 @@ TEST(BlockCache, ReleasedBlocksComeBackNewestFirstAtTheirSize) {
   release_block(a, kSize);
   release_block(b, kSize);
   release_block(c, kSize + 64);
-  clear_block_cache();
+  clear_memory_cache();
 }
 
 TEST(BlockCache, BlocksInUseAreNeverHandedOutTwice) {
-  clear_block_cache();
+  clear_memory_cache();
   std::set<void*> live;
   for (int i = 0; i < 6; ++i) ASSERT_TRUE(live.insert(acquire_block(kSize)).second);
   for (void* p : live) release_block(p, kSize);
@@ -46,7 +46,7 @@ TEST(BlockCache, BlocksInUseAreNeverHandedOutTwice) {
   for (int i = 0; i < 6; ++i) ASSERT_TRUE(again.insert(acquire_block(kSize)).second);
   EXPECT_EQ(again, live);  // all six kept and reused
   for (void* p : again) release_block(p, kSize);
-  clear_block_cache();
+  clear_memory_cache();
 }
 
 TEST(BlockCache, AlignmentAndSmallBlocks) {
@@ -57,11 +57,11 @@ TEST(BlockCache, AlignmentAndSmallBlocks) {
     std::memset(p, 0, bytes);
     release_block(p, bytes);
   }
-  clear_block_cache();
+  clear_memory_cache();
 }
 
 TEST(BlockCache, ConcurrentUse) {
-  clear_block_cache();
+  clear_memory_cache();
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([t] {
@@ -74,8 +74,8 @@ TEST(BlockCache, ConcurrentUse) {
     });
   }
   for (auto& th : threads) th.join();
-  clear_block_cache();
+  clear_memory_cache();
 }
 
 }  // namespace
-}  // namespace spatialgrad::detail
+}  // namespace spatialgrad

@@ -5,13 +5,13 @@
 // output once is several times faster. The results are bitwise those of computing in float32 from
 // the exactly widened values and rounding once, which is the half-precision contract (docs/operators.md, Common rules).
 // The cost is a float32 copy of each staged tensor for the duration of the call, in memory kept for
-// reuse by the next call (block_cache.h).
+// reuse by the next call (spatialgrad/memory.h).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
-#include "block_cache.h"
+#include "spatialgrad/memory.h"
 #include "convert.h"
 #include "spatialgrad/tensor.h"
 
@@ -29,7 +29,7 @@ class FloatStaging {
   void narrow_into(const TensorView& t) const;
 
  private:
-  // Memory from the block cache (block_cache.h): staging buffers have the same sizes call after call.
+  // Memory from the memory cache (spatialgrad/memory.h): staging buffers have the same sizes call after call.
   struct Release {
     size_t bytes;
     void operator()(float* p) const { release_block(p, bytes); }

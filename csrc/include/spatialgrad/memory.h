@@ -1,5 +1,5 @@
-// Large memory blocks kept for reuse: the float32 staging of half-precision tensors (float_staging.h)
-// and the output arrays of the NumPy API.
+// Large memory blocks kept for reuse: the float32 staging of half-precision tensors, kernels' scratch and
+// the output arrays of the NumPy API (which hand them back when the array is freed).
 //
 // A fresh block of tens of megabytes costs more than the kernel that fills it: the allocator maps new
 // pages, and the first touch takes a page fault (and the OS a page zeroing) every few kilobytes, ~3-7 ms
@@ -11,7 +11,7 @@
 
 #include <cstddef>
 
-namespace spatialgrad::detail {
+namespace spatialgrad {
 
 constexpr size_t kMinCachedBytes = size_t(1) << 20;
 
@@ -21,6 +21,6 @@ void* acquire_block(size_t bytes);
 // Hands back a block of acquire_block(bytes): kept for reuse, or freed (small blocks, or beyond the limit).
 void release_block(void* block, size_t bytes);
 // Frees every kept block (blocks in use stay with their owners).
-void clear_block_cache();
+void clear_memory_cache();
 
-}  // namespace spatialgrad::detail
+}  // namespace spatialgrad

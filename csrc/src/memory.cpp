@@ -1,4 +1,4 @@
-#include "block_cache.h"
+#include "spatialgrad/memory.h"
 
 #include <pthread.h>
 
@@ -14,7 +14,7 @@
 #include <sys/mman.h>
 #endif
 
-namespace spatialgrad::detail {
+namespace spatialgrad {
 namespace {
 
 constexpr size_t kHugeAlignment = size_t(2) << 20;
@@ -125,6 +125,6 @@ void release_block(void* block, size_t bytes) {
   }
 }
 
-void clear_block_cache() { cache().clear(); }
+void clear_memory_cache() { cache().clear(); }
 
-}  // namespace spatialgrad::detail
+}  // namespace spatialgrad
