@@ -288,13 +288,13 @@ Pass make_width_pass(const Windows& win) {
   }
 }
 
-// Calls fn(TypeTag) with the strided or the direct width pass type of the call.
+// Calls fn(TypeTag<pass>{}) with the strided or the direct width pass type of the call.
 template <class Strided, class Direct, class Fn>
 void dispatch_width_pass(const Windows& win, Fn&& fn) {
   if (win.direct_width) {
-    fn(static_cast<Direct*>(nullptr));
+    fn(TypeTag<Direct>{});
   } else {
-    fn(static_cast<Strided*>(nullptr));
+    fn(TypeTag<Strided>{});
   }
 }
 
@@ -1042,8 +1042,8 @@ template <class T>
 void forward_planes(const TensorView& input, const TensorView& output, const Windows& win) {
   using Acc = AccType<T>;
   const PlanePlan<T> plan(win, input, output);
-  dispatch_width_pass<detail::StridedBoxSum<Acc>, detail::DirectBoxSum<Acc>>(win, [&](auto* tag) {
-    using WidthSum = std::remove_pointer_t<decltype(tag)>;
+  dispatch_width_pass<detail::StridedBoxSum<Acc>, detail::DirectBoxSum<Acc>>(win, [&](auto tag) {
+    using WidthSum = typename decltype(tag)::type;
     const int64_t grain = grain_for(forward_work_per_row(win));
     parallel_chunks(0, plan.src_planes.count * win.h.out, grain, 0, [&](ChunkQueue& queue) {
       ForwardScratch<T, WidthSum> scratch(win);
@@ -1102,8 +1102,8 @@ template <class T>
 void backward_planes(const TensorView& grad_output, const TensorView& grad_input, const Windows& win) {
   using Acc = AccType<T>;
   const PlanePlan<T> plan(win, grad_output, grad_input);
-  dispatch_width_pass<detail::BoxSpread<Acc>, detail::DirectSpread<Acc>>(win, [&](auto* tag) {
-    using Spread = std::remove_pointer_t<decltype(tag)>;
+  dispatch_width_pass<detail::BoxSpread<Acc>, detail::DirectSpread<Acc>>(win, [&](auto tag) {
+    using Spread = typename decltype(tag)::type;
     const int64_t grain = grain_for(backward_work_per_row(win));
     parallel_chunks(0, plan.dst_planes.count * win.h.in, grain, 0, [&](ChunkQueue& queue) {
       BackwardScratch<T, Spread> scratch(win);
@@ -1140,7 +1140,7 @@ void avg_pool2d(const TensorView& input, const TensorView& output, const AvgPool
   detail::check_shape(kForward, "output", output, expected);
   detail::check_same_dtype(kForward, "output", output, "input", input);
   dispatch_floating(input.dtype(), kForward, "input", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     if (output.is_empty()) return;
     const Resolved r = resolve(kForward, params);
     const Windows win = make_windows(r, params, input.size(-2), input.size(-1), output.size(-2), output.size(-1));
@@ -1158,14 +1158,14 @@ void check_avg_pool2d_backward(const TensorView& grad_output, const TensorView& 
   detail::check_shape(kBackward, "grad_output", grad_output, expected);
   detail::check_same_dtype(kBackward, "input", input, "grad_output", grad_output);
   detail::check_same_dtype(kBackward, "grad_input", grad_input, "grad_output", grad_output);
-  dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [](auto) {});
+  detail::check_floating(kBackward, "grad_output", grad_output.dtype());
 }
 
 void avg_pool2d_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grad_input,
                          const AvgPool2dParams& params) {
   check_avg_pool2d_backward(grad_output, input, grad_input, params);
   dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     if (grad_input.is_empty()) return;
     const Resolved r = resolve(kBackward, params);
     const Windows win =

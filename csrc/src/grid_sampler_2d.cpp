@@ -852,7 +852,7 @@ void grid_sampler_2d(const TensorView& input, const TensorView& grid, const Tens
   detail::check_shape(kForward, "output", output, expected);
   detail::check_same_dtype(kForward, "output", output, "input", input);
   dispatch_floating(input.dtype(), kForward, "input", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     if (output.is_empty()) return;
     run_forward<T>(input, grid, output, params);
   });
@@ -878,7 +878,7 @@ void check_grid_sampler_2d_backward(const TensorView& grad_output, const TensorV
     detail::check_shape(kBackward, "grad_grid", grad_grid, grid.sizes());
     detail::check_same_dtype(kBackward, "grad_grid", grad_grid, "grad_output", grad_output);
   }
-  dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [](auto) {});
+  detail::check_floating(kBackward, "grad_output", grad_output.dtype());
 }
 
 void grid_sampler_2d_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grid,
@@ -896,7 +896,7 @@ void grid_sampler_2d_backward(const TensorView& grad_output, const TensorView& i
     return;
   }
   dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
-    run_backward<decltype(tag)>(grad_output, input, grid, wanted_input, wanted_grid, params);
+    run_backward<typename decltype(tag)::type>(grad_output, input, grid, wanted_input, wanted_grid, params);
   });
 }
 

@@ -307,7 +307,7 @@ void check_arguments(const TensorView& gg_input, const TensorView& gg_grid, cons
     detail::check_shape(kOp, o.name, o.t, o.shape);
     detail::check_same_dtype(kOp, o.name, o.t, "grad_output", grad_output);
   }
-  dispatch_floating(grad_output.dtype(), kOp, "grad_output", [](auto) {});
+  detail::check_floating(kOp, "grad_output", grad_output.dtype());
 }
 
 // The validated operator in float32/float64 (half precision arrives here staged to float32).
@@ -371,7 +371,7 @@ void grid_sampler_2d_double_backward(const TensorView& grad_grad_input, const Te
   const bool want_grid = output_mask[2] && !d_grid.is_empty();
   if (!(want_go || want_input || want_grid)) return;
   dispatch_floating(grad_output.dtype(), kOp, "grad_output", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     if constexpr (detail::kIsHalfType<T>) {
       run_staged(grad_grad_input, grad_grad_grid, grad_output, input, grid, d_grad_output, d_input, d_grid, params,
                  output_mask);

@@ -37,11 +37,6 @@ using detail::DeformLevel;
 
 using Problem = detail::DeformProblem;
 
-void check_rank(const char* op, const char* name, const std::vector<int64_t>& shape, int64_t dim) {
-  SG_CHECK(static_cast<int64_t>(shape.size()) == dim, op, "(): expected ", name, " to be ", dim, "-D, but got ",
-           shape.size(), "-D tensor of shape ", format_list(shape));
-}
-
 void check_index_dtype(const char* op, const char* name, const TensorView& t) {
   SG_CHECK_KIND(t.dtype() == DType::kInt32 || t.dtype() == DType::kInt64, kType, op, "(): expected ", name,
                 " to be int32 or int64, but got ", dtype_name(t.dtype()));
@@ -50,13 +45,6 @@ void check_index_dtype(const char* op, const char* name, const TensorView& t) {
 // The int32/int64 element at `offset` (in elements) of an index view.
 int64_t read_index(const TensorView& t, int64_t offset) {
   return t.dtype() == DType::kInt32 ? static_cast<int64_t>(t.data<int32_t>()[offset]) : t.data<int64_t>()[offset];
-}
-
-int64_t checked_add(const char* op, int64_t a, int64_t b) {
-  int64_t out;
-  SG_CHECK_KIND(!__builtin_add_overflow(a, b, &out), kOverflow, op,
-                "(): expected sizes whose sum fits in int64, but got ", a, " + ", b);
-  return out;
 }
 
 // Validates the inputs both directions share (docs/operators.md (Multi-scale deformable attention) plus what the NPU
@@ -106,7 +94,7 @@ Problem validate(const char* op, const TensorView& value, const TensorView& spat
     SG_CHECK(h >= 1 && w >= 1, op, "(): expected spatial_shapes entries (H, W) >= 1, but got (", h, ", ", w,
              ") at level ", l);
     pb.level_table[static_cast<size_t>(l)] = DeformLevel{h, w, total};
-    total = checked_add(op, total, detail::checked_mul(op, h, w));
+    total = detail::checked_add(op, total, detail::checked_mul(op, h, w));
   }
   SG_CHECK(total == pb.spatial, op, "(): expected value.shape[1] to be ", total,
            " (the sum of H*W over spatial_shapes), but got ", pb.spatial, " in value of shape ", value.shape_string());
@@ -1179,8 +1167,8 @@ void backward_kernel(const Problem& pb, const BackwardViews& t, int64_t in_out_b
 
 std::vector<int64_t> ms_deform_attn_output_shape(const std::vector<int64_t>& value_shape,
                                                  const std::vector<int64_t>& sampling_locations_shape) {
-  check_rank(kForward, "value", value_shape, 4);
-  check_rank(kForward, "sampling_locations", sampling_locations_shape, 6);
+  detail::check_rank(kForward, "value", value_shape, 4);
+  detail::check_rank(kForward, "sampling_locations", sampling_locations_shape, 6);
   return {value_shape[0], sampling_locations_shape[1], detail::checked_mul(kForward, value_shape[2], value_shape[3])};
 }
 
@@ -1188,7 +1176,7 @@ void ms_deform_attn(const TensorView& value, const TensorView& spatial_shapes, c
                     const TensorView& sampling_locations, const TensorView& attention_weights,
                     const TensorView& output) {
   dispatch_floating(value.dtype(), kForward, "value", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     const Problem pb =
         validate(kForward, value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
     detail::check_shape(kForward, "output", output,
@@ -1241,7 +1229,7 @@ void check_ms_deform_attn_backward(const TensorView& value, const TensorView& sp
                                    const TensorView& attention_weights, const TensorView& grad_output,
                                    const TensorView& grad_value, const TensorView& grad_sampling_locations,
                                    const TensorView& grad_attention_weights) {
-  dispatch_floating(value.dtype(), kBackward, "value", [](auto) {});
+  detail::check_floating(kBackward, "value", value.dtype());
   validate_backward(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, grad_output,
                     grad_value, grad_sampling_locations, grad_attention_weights);
 }
@@ -1252,7 +1240,7 @@ void ms_deform_attn_backward(const TensorView& value, const TensorView& spatial_
                              const TensorView& grad_value, const TensorView& grad_sampling_locations,
                              const TensorView& grad_attention_weights) {
   dispatch_floating(value.dtype(), kBackward, "value", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     const Problem pb =
         validate_backward(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, grad_output,
                           grad_value, grad_sampling_locations, grad_attention_weights);

@@ -229,7 +229,7 @@ DeformProblem check_arguments(const TensorView& value, const TensorView& spatial
                               const TensorView& grad_output, const TensorView& gg_value, const TensorView& gg_loc,
                               const TensorView& gg_attn, const TensorView& d_value, const TensorView& d_loc,
                               const TensorView& d_attn, const TensorView& d_grad_output) {
-  dispatch_floating(value.dtype(), kOp, "value", [](auto) {});
+  detail::check_floating(kOp, "value", value.dtype());
   DeformProblem pb = detail::validate_deform_attn(kOp, value, spatial_shapes, level_start_index, loc, attn);
   const std::vector<int64_t> out_shape{pb.batch, pb.queries, detail::checked_mul(kOp, pb.heads, pb.channels)};
   const struct {
@@ -313,7 +313,7 @@ void ms_deform_attn_double_backward(const TensorView& value, const TensorView& s
     return;
   }
   dispatch_floating(value.dtype(), kOp, "value", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     if constexpr (detail::kIsHalfType<T>) {
       run_staged(shape, value, sampling_locations, attention_weights, grad_output, grad_grad_value,
                  grad_grad_sampling_locations, grad_grad_attention_weights, d_value, d_sampling_locations,

@@ -872,7 +872,7 @@ void roi_align(const TensorView& input, const TensorView& boxes, const TensorVie
   detail::check_same_dtype(kForward, "boxes", boxes, "input", input);
   detail::check_same_dtype(kForward, "output", output, "input", input);
   dispatch_floating(input.dtype(), kForward, "input", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     if constexpr (detail::kIsHalfType<T>) {  // computed in float32 on staged copies: detail/float_staging.h
       using detail::FloatStaging;
       const auto staged_input = FloatStaging::copy_of(input), staged_boxes = FloatStaging::copy_of(boxes);
@@ -912,14 +912,14 @@ void check_roi_align_backward(const TensorView& grad_output, const TensorView& b
   detail::check_shape(kBackward, "grad_input", grad_input, input_shape);
   detail::check_same_dtype(kBackward, "boxes", boxes, "grad_output", grad_output);
   detail::check_same_dtype(kBackward, "grad_input", grad_input, "grad_output", grad_output);
-  dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [](auto) {});
+  detail::check_floating(kBackward, "grad_output", grad_output.dtype());
 }
 
 void roi_align_backward(const TensorView& grad_output, const TensorView& boxes, const std::vector<int64_t>& input_shape,
                         const TensorView& grad_input, const RoiAlignParams& params) {
   check_roi_align_backward(grad_output, boxes, input_shape, grad_input, params);
   dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     if constexpr (detail::kIsHalfType<T>) {  // computed in float32 on staged copies: detail/float_staging.h
       using detail::FloatStaging;
       const auto staged_grad_output = FloatStaging::copy_of(grad_output), staged_boxes = FloatStaging::copy_of(boxes);

@@ -1085,7 +1085,7 @@ void upsample_bilinear2d(const TensorView& input, const std::vector<int64_t>& ou
   const int64_t in_h = input.size(d.h), in_w = input.size(d.w), out_h = output_size[0], out_w = output_size[1];
   detail::check_same_dtype(kForward, "output", output, "input", input);
   dispatch_floating(input.dtype(), kForward, "input", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     if (output.is_empty()) return;
     const auto tab = make_tables<AccType<T>>(in_h, in_w, out_h, out_w, align_corners, scales_h, scales_w);
     switch (forward_path<T>(input, layout, tab)) {
@@ -1118,7 +1118,7 @@ void check_upsample_bilinear2d_backward(const TensorView& grad_output, const std
                       shape_in(layout, input_size[d.n], input_size[d.c], output_size[0], output_size[1]));
   detail::check_shape(kBackward, "grad_input", grad_input, input_size);
   detail::check_same_dtype(kBackward, "grad_input", grad_input, "grad_output", grad_output);
-  dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [](auto) {});
+  detail::check_floating(kBackward, "grad_output", grad_output.dtype());
 }
 
 void upsample_bilinear2d_backward(const TensorView& grad_output, const std::vector<int64_t>& output_size,
@@ -1128,7 +1128,7 @@ void upsample_bilinear2d_backward(const TensorView& grad_output, const std::vect
   const Dims d = dims_of(layout);
   const int64_t in_h = input_size[d.h], in_w = input_size[d.w], out_h = output_size[0], out_w = output_size[1];
   dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     if (grad_input.is_empty()) return;
     const auto tab = make_tables<AccType<T>>(in_h, in_w, out_h, out_w, align_corners, scales_h, scales_w);
     if (backward_path(layout, grad_input, tab) == UpsamplePath::kRows) return backward_nhwc<T>(grad_output, grad_input, tab);

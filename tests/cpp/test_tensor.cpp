@@ -96,7 +96,7 @@ TEST(DType, NamesAndSizes) {
 TEST(DType, DispatchRejectsUnsupportedDtypes) {
   expect_error([] { dispatch_floating(DType::kInt64, "op", "input", [](auto) {}); }, ErrorKind::kType,
                "op(): expected input to be float16, bfloat16, float32 or float64, but got int64");
-  EXPECT_EQ(dispatch_floating(DType::kFloat64, "op", "x", [](auto tag) { return sizeof(tag); }), sizeof(double));
+  EXPECT_EQ(dispatch_floating(DType::kFloat64, "op", "x", [](auto tag) { return sizeof(typename decltype(tag)::type); }), sizeof(double));
 }
 
 }  // namespace

@@ -156,19 +156,26 @@ constexpr DType dtype_of<int64_t>() {
   return DType::kInt64;
 }
 
-// Calls fn(T{}) with T the storage type of a floating dtype that has kernels; raises a
+// A type handed to a generic lambda as a value: `[&](auto tag) { using T = typename decltype(tag)::type; }`.
+// The one way the library dispatches on a type at run time (dtypes, and kernels' variants).
+template <class T>
+struct TypeTag {
+  using type = T;
+};
+
+// Calls fn(TypeTag<T>{}) with T the storage type of a floating dtype that has kernels; raises a
 // TypeError naming `op` and `arg` for any other dtype.
 template <class Fn>
 decltype(auto) dispatch_floating(DType dtype, const char* op, const char* arg, Fn&& fn) {
   switch (dtype) {
     case DType::kFloat16:
-      return fn(Half{});
+      return fn(TypeTag<Half>{});
     case DType::kBFloat16:
-      return fn(BFloat16{});
+      return fn(TypeTag<BFloat16>{});
     case DType::kFloat32:
-      return fn(float{});
+      return fn(TypeTag<float>{});
     case DType::kFloat64:
-      return fn(double{});
+      return fn(TypeTag<double>{});
     default:
       detail::fail(ErrorKind::kType, op, "(): expected ", arg, " to be float16, bfloat16, float32 or float64, but got ",
                    dtype_name(dtype));

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "spatialgrad/dtype.h"
 #include "spatialgrad/error.h"
 #include "spatialgrad/tensor.h"
 
@@ -17,6 +18,18 @@ __extension__ typedef __int128 Int128;
 inline void check_dim(const char* op, const char* name, const TensorView& t, int64_t dim) {
   SG_CHECK(t.dim() == dim, op, "(): expected ", name, " to be ", dim, "-D, but got ", t.dim(), "-D tensor of shape ",
            t.shape_string());
+}
+
+// check_dim for a shape given as a list (the output-shape functions, which have no tensor yet).
+inline void check_rank(const char* op, const char* name, const std::vector<int64_t>& shape, int64_t dim) {
+  SG_CHECK(static_cast<int64_t>(shape.size()) == dim, op, "(): expected ", name, " to be ", dim, "-D, but got ",
+           shape.size(), "-D tensor of shape ", format_list(shape));
+}
+
+// The dtype check of a kernel's entry (dispatch_floating's TypeError) where nothing is dispatched yet: a
+// backward checks grad_output's dtype before comparing the other tensors with it.
+inline void check_floating(const char* op, const char* name, DType dtype) {
+  dispatch_floating(dtype, op, name, [](auto) {});
 }
 
 inline void check_same_dtype(const char* op, const char* name, const TensorView& t, const char* ref_name,
@@ -35,6 +48,14 @@ inline int64_t checked_mul(const char* op, int64_t a, int64_t b) {
   int64_t out;
   SG_CHECK_KIND(!__builtin_mul_overflow(a, b, &out), kOverflow, op,
                 "(): expected sizes whose product fits in int64, but got ", a, " * ", b);
+  return out;
+}
+
+// Adds sizes with overflow checks (OverflowError-kind on overflow).
+inline int64_t checked_add(const char* op, int64_t a, int64_t b) {
+  int64_t out;
+  SG_CHECK_KIND(!__builtin_add_overflow(a, b, &out), kOverflow, op,
+                "(): expected sizes whose sum fits in int64, but got ", a, " + ", b);
   return out;
 }
 
