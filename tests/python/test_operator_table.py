@@ -55,3 +55,14 @@ def test_a_scripted_call_passes_every_argument_to_the_adapter():
     args = (torch.rand(1, 12, 2, 4), torch.tensor([[3, 4]]), torch.tensor([0]), torch.rand(1, 5, 2, 1, 2, 2),
             torch.rand(1, 5, 2, 1, 2))
     torch.testing.assert_close(deform(*args), sgt.ms_deform_attn(*args))
+
+
+def test_type_checkers_see_the_functions_of_the_table():
+    """functional/__init__.py names the functions for type checkers, which cannot run the table."""
+    import ast
+
+    tree = ast.parse(inspect.getsource(sg.functional))
+    block = next(node for node in tree.body if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test))
+    imported = {(node.module, alias.name) for node in block.body if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    assert imported == {(OPS[name].forward.__wrapped__.__module__.rsplit(".", 1)[1], name) for name in OPS}
