@@ -4,13 +4,13 @@ torch.fx plumbing) and ``patch()``'s operators.
 
 Each operator lists its functions (the forward, its backward, and for grid_sample and ms_deform_attn a
 second-order kernel) as ``OpSpec``s: the array arguments in positional order, which of them are
-differentiable, and the pullback: the vjp of the function written as one call of another function.
-The vjp of a forward is its backward; the vjp of a linear backward
-(avg_pool2d, upsample, roi_align) is its forward again, so those differentiate to any order; the vjp of the
-grid_sample and ms_deform_attn backwards is their second-order kernel, which has no pullback (a third
-derivative raises). The pullbacks only pass arrays along and read shapes, so the same entries serve NumPy
-arrays (``OpSpec.backward``) and torch tensors (``spatialgrad.torch`` applies each call as an autograd
-Function, which is what makes ``create_graph=True`` work).
+differentiable, and the pullback: the vjp of the function written as one call of another function. The vjp of
+a forward is its backward; the vjp of a linear backward (avg_pool2d, upsample, roi_align) is its forward again,
+so those differentiate to any order; the vjp of the grid_sample and ms_deform_attn backwards is their
+second-order kernel, which has no pullback (a third derivative raises). The pullbacks only pass arrays along
+and read shapes, so the same entries serve NumPy arrays (``OpSpec.backward``) and torch tensors
+(``spatialgrad.torch`` applies each call as an autograd Function, which is what makes ``create_graph=True``
+work).
 """
 from __future__ import annotations
 

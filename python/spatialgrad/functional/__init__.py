@@ -7,8 +7,9 @@ import typing as _typing
 
 from .._registry import OPS as _OPS
 
-if _typing.TYPE_CHECKING:  # the same functions, named for type checkers (the package is typed: py.typed), which cannot
-    # run the table; tests/python/test_operator_table.py checks that they are the table's.
+# Type checkers (the package ships py.typed) cannot run the table: they read the same functions by name here,
+# and tests/python/test_operator_table.py checks that these names are the table's.
+if _typing.TYPE_CHECKING:
     from .avg_pool2d import avg_pool2d, avg_pool2d_backward
     from .grid_sampler_2d import grid_sample, grid_sampler_2d_backward, grid_sampler_2d_double_backward
     from .ms_deform_attn import ms_deform_attn, ms_deform_attn_backward, ms_deform_attn_double_backward
