@@ -3,8 +3,8 @@
 All functions take and return NumPy arrays (float16, bfloat16, float32 or float64); outputs are new
 C-contiguous arrays of the input dtype. A non-array argument is a TypeError naming it.
 
-- The five operators and their gradients: ``avg_pool2d``, ``upsample_bilinear2d``, ``grid_sample``,
-  ``roi_align``, ``ms_deform_attn``, each with ``*_backward`` (and ``*_double_backward`` for grid sampling and
+- The operators and their gradients, the functions of :mod:`spatialgrad.functional` (one module per
+  operator): each forward with its ``*_backward`` (and a ``*_double_backward`` for grid sampling and
   deformable attention); :mod:`spatialgrad.autograd` chains them (``vjp``).
 - bfloat16 in NumPy, which has no such dtype (:mod:`spatialgrad.bfloat16`): ``to_bfloat16``,
   ``bfloat16_to_float32``, ``bfloat16_bits``, ``is_bfloat16``; ``BFLOAT16_BITS`` is the dtype of the marked

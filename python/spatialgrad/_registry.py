@@ -1,25 +1,28 @@
-"""The one table of differentiable operators, read by :mod:`spatialgrad.autograd` and :mod:`spatialgrad.torch`.
+"""The one table of operators (``OPERATORS``): it makes :mod:`spatialgrad.functional`'s exports, the functions
+:mod:`spatialgrad.autograd` differentiates, :mod:`spatialgrad.torch`'s adapters list (and their TorchScript and
+torch.fx plumbing) and ``patch()``'s operators.
 
-Each entry names a function (the five forwards, their backwards and the two second-order kernels), its array
-arguments in positional order, which of them are differentiable, and its pullback: the vjp of the function
-written as one call of another entry. The vjp of a forward is its backward; the vjp of a linear backward
-(avg_pool2d, upsample, roi_align) is its forward again, so those differentiate to any order; the vjp of the
-grid_sample and ms_deform_attn backwards is their second-order kernel, which has no pullback (a third
-derivative raises). The pullbacks only pass arrays along and read shapes, so the same entries serve NumPy
-arrays (``OpSpec.backward``) and torch tensors (``spatialgrad.torch`` applies each call as an autograd
-Function, which is what makes ``create_graph=True`` work).
+Each operator lists its functions (the forward, its backward, and for grid_sample and ms_deform_attn a
+second-order kernel) as ``OpSpec``s: the array arguments in positional order, which of them are
+differentiable, and the pullback: the vjp of the function written as one call of another function. The vjp of
+a forward is its backward; the vjp of a linear backward (avg_pool2d, upsample, roi_align) is its forward again,
+so those differentiate to any order; the vjp of the grid_sample and ms_deform_attn backwards is their
+second-order kernel, which has no pullback (a third derivative raises). The pullbacks only pass arrays along
+and read shapes, so the same entries serve NumPy arrays (``OpSpec.backward``) and torch tensors
+(``spatialgrad.torch`` applies each call as an autograd Function, which is what makes ``create_graph=True``
+work).
 """
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import functional as F
-from .functional._args import short_repr
+from .functional._args import explain_argument_errors, short_repr
 
 Grads = Tuple[Optional[np.ndarray], ...]
 
@@ -176,37 +179,72 @@ def _ms_deform_attn_backward_vjp(g, arrays, o, needs) -> Call:
                 (0, None, None, 1, 2, 3))
 
 
-OPS: Dict[str, OpSpec] = {
-    spec.name: spec
-    for spec in [
-        OpSpec("avg_pool2d", F.avg_pool2d, ("input",), (True,), 1, _avg_pool2d_vjp),
-        OpSpec("upsample_bilinear2d", F.upsample_bilinear2d, ("input",), (True,), 1, _upsample_vjp),
-        OpSpec("grid_sample", F.grid_sample, ("input", "grid"), (True, True), 1, _grid_sample_vjp),
-        OpSpec("roi_align", F.roi_align, ("input", "boxes"), (True, False), 1, _roi_align_vjp),
-        OpSpec("ms_deform_attn", F.ms_deform_attn, _DEFORM_INPUTS, (True, False, False, True, True), 1,
-               _ms_deform_attn_vjp),
-        # input only lends its shape and dtype to avg_pool2d_backward, boxes are not differentiated.
-        OpSpec("avg_pool2d_backward", F.avg_pool2d_backward, ("grad_output", "input"), (True, False), 1,
-               _avg_pool2d_backward_vjp),
-        OpSpec("upsample_bilinear2d_backward", F.upsample_bilinear2d_backward, ("grad_output",), (True,), 1,
-               _upsample_backward_vjp),
-        OpSpec("roi_align_backward", F.roi_align_backward, ("grad_output", "boxes"), (True, False), 1,
-               _roi_align_backward_vjp),
-        OpSpec("grid_sampler_2d_backward", F.grid_sampler_2d_backward, ("grad_output", "input", "grid"),
-               (True, True, True), 2, _grid_sampler_2d_backward_vjp),
-        OpSpec("ms_deform_attn_backward", F.ms_deform_attn_backward, _DEFORM_INPUTS + ("grad_output",),
-               (True, False, False, True, True, True), 3, _ms_deform_attn_backward_vjp),
-        OpSpec("grid_sampler_2d_double_backward", F.grid_sampler_2d_double_backward,
-               ("grad_grad_input", "grad_grad_grid", "grad_output", "input", "grid"), (True,) * 5, 3, None),
-        OpSpec("ms_deform_attn_double_backward", F.ms_deform_attn_double_backward,
-               _DEFORM_INPUTS + ("grad_output", "grad_grad_value", "grad_grad_sampling_locations",
-                                 "grad_grad_attention_weights"),
-               (True, False, False, True, True, True, True, True, True), 4, None),
-    ]
-}
+@dataclass(frozen=True)
+class Operator:
+    """One operator: its NumPy functions (the forward first, then its backward and any second-order kernel),
+    and whether ``spatialgrad.torch.patch()`` routes PyTorch's calls to it. The forward's name is the
+    operator's name in ``spatialgrad``, ``spatialgrad.torch`` (an adapter of that name) and ``patch()``."""
 
-# The forward each second-order kernel belongs to, for messages.
-_FIRST_OF = {"grid_sampler_2d_double_backward": "grid_sample", "ms_deform_attn_double_backward": "ms_deform_attn"}
+    functions: Tuple[OpSpec, ...]
+    patched: bool
+
+    @property
+    def name(self) -> str:
+        return self.functions[0].name
+
+
+def _functions(module: str, *entries) -> Tuple[OpSpec, ...]:
+    """The specs of the functions of ``spatialgrad.functional.<module>``, each entry (name, arrays,
+    differentiable, outputs, pullback). The functions are the exported ones (explaining a non-array argument)."""
+    found = importlib.import_module(f"{__package__}.functional.{module}")
+    return tuple(OpSpec(name, explain_argument_errors(getattr(found, name)), *rest) for name, *rest in entries)
+
+
+# THE list of operators: adding one adds an entry here (in this order: spatialgrad.torch's and patch()'s).
+# Every function listed is exported by spatialgrad.functional (and spatialgrad); every operator gets a
+# spatialgrad.torch adapter of its forward's name, with its TorchScript and torch.fx plumbing.
+OPERATORS: Tuple[Operator, ...] = (
+    Operator(_functions(
+        "roi_align",
+        ("roi_align", ("input", "boxes"), (True, False), 1, _roi_align_vjp),
+        ("roi_align_backward", ("grad_output", "boxes"), (True, False), 1, _roi_align_backward_vjp),
+    ), patched=True),
+    Operator(_functions(
+        "upsample_bilinear2d",
+        ("upsample_bilinear2d", ("input",), (True,), 1, _upsample_vjp),
+        ("upsample_bilinear2d_backward", ("grad_output",), (True,), 1, _upsample_backward_vjp),
+    ), patched=True),
+    Operator(_functions(
+        "avg_pool2d",
+        ("avg_pool2d", ("input",), (True,), 1, _avg_pool2d_vjp),
+        # input only lends its shape and dtype to avg_pool2d_backward.
+        ("avg_pool2d_backward", ("grad_output", "input"), (True, False), 1, _avg_pool2d_backward_vjp),
+    ), patched=True),
+    Operator(_functions(
+        "grid_sampler_2d",
+        ("grid_sample", ("input", "grid"), (True, True), 1, _grid_sample_vjp),
+        ("grid_sampler_2d_backward", ("grad_output", "input", "grid"), (True, True, True), 2,
+         _grid_sampler_2d_backward_vjp),
+        ("grid_sampler_2d_double_backward", ("grad_grad_input", "grad_grad_grid", "grad_output", "input", "grid"),
+         (True,) * 5, 3, None),
+    ), patched=True),
+    Operator(_functions(
+        "ms_deform_attn",
+        ("ms_deform_attn", _DEFORM_INPUTS, (True, False, False, True, True), 1, _ms_deform_attn_vjp),
+        ("ms_deform_attn_backward", _DEFORM_INPUTS + ("grad_output",), (True, False, False, True, True, True), 3,
+         _ms_deform_attn_backward_vjp),
+        ("ms_deform_attn_double_backward",
+         _DEFORM_INPUTS + ("grad_output", "grad_grad_value", "grad_grad_sampling_locations",
+                           "grad_grad_attention_weights"), (True, False, False, True, True, True, True, True, True),
+         4, None),
+    ), patched=False),
+)
+
+# Every NumPy function by name (the entries spatialgrad.torch's autograd Function applies).
+OPS: Dict[str, OpSpec] = {spec.name: spec for operator in OPERATORS for spec in operator.functions}
+
+# The forward each function belongs to, for messages.
+_FIRST_OF = {spec.name: operator.name for operator in OPERATORS for spec in operator.functions}
 
 # What differentiable_ops() lists and vjp() accepts: every entry with a pullback.
 DIFFERENTIABLE = tuple(name for name, spec in OPS.items() if spec.pullback is not None)

@@ -1,17 +1,15 @@
 """Framework-neutral reverse mode: ``vjp(op, *args, **kwargs) -> (out, pullback)``.
 
-``op`` is one of the five forwards (``spatialgrad.avg_pool2d``, ``upsample_bilinear2d``, ``grid_sample``,
-``roi_align``, ``ms_deform_attn``), one of their backwards (``avg_pool2d_backward``, ...,
-``grid_sampler_2d_backward``, ``ms_deform_attn_backward``: second-order gradients), or its name.
-``pullback(grad_out)`` returns one gradient per array argument of ``op``, in positional order, with ``None`` for
-arguments that are not differentiable (boxes, spatial shapes, level start index, avg_pool2d_backward's input,
-which lends only its shape)::
+``op`` is a forward of spatialgrad, its backward (for second-order gradients), or its name:
+:func:`differentiable_ops` lists them. ``pullback(grad_out)`` returns one gradient per array argument of ``op``,
+in positional order, with ``None`` for arguments that are not differentiable (boxes, spatial shapes, level start
+indices, an input that lends only its shape)::
 
     out, pullback = vjp(sg.grid_sample, image, grid, mode="bicubic")
     grad_image, grad_grid = pullback(np.ones_like(out))
 
-For an ``op`` with several outputs (``grid_sampler_2d_backward``, ``ms_deform_attn_backward``), ``grad_out`` is a
-tuple with one entry per output, ``None`` meaning zeros.
+For an ``op`` with several outputs (the backwards of the operators with two or more differentiable inputs),
+``grad_out`` is a tuple with one entry per output, ``None`` meaning zeros.
 """
 from __future__ import annotations
 

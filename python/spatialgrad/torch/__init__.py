@@ -21,22 +21,37 @@ RuntimeError naming the operator.
 ``patch()`` routes existing ``torch.nn.functional`` and ``torchvision.ops`` calls to these functions;
 ``OPERATORS`` is the tuple of the operator names it accepts. ``spatialgrad.torch.nn`` has modules built on them.
 """
+import functools
+import inspect
 import math
 import os
 import warnings
-from typing import List, Optional, Sequence, Union
+from typing import Callable, List, Optional, Sequence, Union
 
 import numpy as np
 import torch
 from torch import Tensor
-from torch._jit_internal import BroadcastingList2
 
-from .. import _core
+from .. import _core, _registry
 from .._registry import OPS, OpSpec, as_tuple, gather_grads, pullback_call
 from ..bfloat16 import bfloat16_bits, is_bfloat16
 
-__all__ = ["roi_align", "upsample_bilinear2d", "avg_pool2d", "grid_sample", "ms_deform_attn",
-           "ms_deform_attn_reference", "patch", "OPERATORS", "nn"]
+# One adapter per operator of the table, named after its forward.
+__all__ = [*(operator.name for operator in _registry.OPERATORS), "ms_deform_attn_reference", "patch", "OPERATORS",
+           "nn"]
+
+
+class _BroadcastingList2:
+    """``BroadcastingList2[int]`` in an adapter's signature: TorchScript, which reads the source, takes it by
+    this name as "an int or a list of two, passed on as a list" (as for ``F.avg_pool2d``'s ``kernel_size``);
+    Python sees ``Union[int, List[int]]`` (torch's own ``BroadcastingList2[int]`` is None at run time), which
+    the adapter's TorchScript fallback (``_script_fallback``) declares to TorchScript."""
+
+    def __getitem__(self, item_type):
+        return Union[item_type, List[item_type]]
+
+
+BroadcastingList2 = _BroadcastingList2()
 
 
 def _to_numpy(t: Optional[torch.Tensor], op: str, name: str) -> Optional[np.ndarray]:
@@ -330,7 +345,7 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
     """
     if torch.jit.is_scripting():
         return _ms_deform_attn_from_script(value, spatial_shapes, level_start_index, sampling_locations,
-                                           attention_weights)
+                                           attention_weights, im2col_step)
     # mmcv casts the points to value's dtype (AMP: float16 value, float32 locations); the casts are part of
     # the graph, so each input's gradient comes back in its own dtype.
     sampling_locations = sampling_locations.to(value.dtype)
@@ -389,43 +404,33 @@ def ms_deform_attn_reference(value: torch.Tensor, spatial_shapes: torch.Tensor, 
 
 # torch.fx: symbolic tracing records each adapter as one leaf call (as torchvision does for roi_align) instead
 # of tracing into it, where NumPy cannot take Proxy arguments.
-for _name in ("roi_align", "upsample_bilinear2d", "avg_pool2d", "grid_sample", "ms_deform_attn"):
-    torch.fx.wrap(_name)
-del _name
+for _operator in _registry.OPERATORS:
+    torch.fx.wrap(_operator.name)
 
 from . import nn  # noqa: E402  (modules built on the functions above)
 from ._patch import OPERATORS, patch  # noqa: E402
 
 
+def _script_fallback(adapter: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """What ``adapter``'s ``is_scripting()`` branch calls: the adapter itself, ignored by TorchScript, which
+    types the call from ``__signature__``: the adapter's annotations (its ``BroadcastingList2`` arguments
+    arrive as lists) without defaults (the branch passes every argument)."""
+
+    @torch.jit.ignore
+    @functools.wraps(adapter)
+    def from_script(*args):
+        return adapter(*args)
+
+    signature = inspect.signature(adapter)
+    from_script.__signature__ = signature.replace(
+        parameters=[p.replace(default=inspect.Parameter.empty) for p in signature.parameters.values()])
+    return from_script
+
+
 # TorchScript: a scripted function or module calling an adapter compiles only its `is_scripting()` branch,
-# which calls one of these (torch.jit.ignore: TorchScript calls back into Python, where the adapter runs in
-# eager mode). Scripted models therefore work in Python; saved with torch.jit.save, they cannot run these
-# calls outside Python.
-@torch.jit.ignore
-def _avg_pool2d_from_script(input: Tensor, kernel_size: List[int], stride: Optional[List[int]], padding: List[int],
-                            ceil_mode: bool, count_include_pad: bool, divisor_override: Optional[int]) -> Tensor:
-    return avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-
-
-@torch.jit.ignore
-def _upsample_bilinear2d_from_script(input: Tensor, size: Optional[List[int]], scale_factor: Optional[List[float]],
-                                     align_corners: Optional[bool], recompute_scale_factor: Optional[bool]) -> Tensor:
-    return upsample_bilinear2d(input, size, scale_factor, align_corners, recompute_scale_factor)
-
-
-@torch.jit.ignore
-def _grid_sample_from_script(input: Tensor, grid: Tensor, mode: str, padding_mode: str,
-                             align_corners: Optional[bool]) -> Tensor:
-    return grid_sample(input, grid, mode, padding_mode, align_corners)
-
-
-@torch.jit.ignore
-def _roi_align_from_script(input: Tensor, boxes: Union[Tensor, List[Tensor]], output_size: List[int],
-                           spatial_scale: float, sampling_ratio: int, aligned: bool) -> Tensor:
-    return roi_align(input, boxes, output_size, spatial_scale, sampling_ratio, aligned)
-
-
-@torch.jit.ignore
-def _ms_deform_attn_from_script(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
-                                sampling_locations: Tensor, attention_weights: Tensor) -> Tensor:
-    return ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
+# which calls `_<name>_from_script` (torch.jit.ignore: TorchScript calls back into Python, where the adapter
+# runs in eager mode). Scripted models therefore work in Python; saved with torch.jit.save, they cannot run
+# these calls outside Python.
+for _operator in _registry.OPERATORS:
+    globals()[f"_{_operator.name}_from_script"] = _script_fallback(globals()[_operator.name])
+del _operator

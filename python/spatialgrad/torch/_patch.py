@@ -9,6 +9,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
+from .. import _registry
 from .. import ascend as _ascend
 from . import avg_pool2d as sg_avg_pool2d
 from . import grid_sample as sg_grid_sample
@@ -18,7 +19,8 @@ from ..functional._args import short_repr
 
 __all__ = ["patch", "OPERATORS"]
 
-OPERATORS = ("roi_align", "upsample_bilinear2d", "avg_pool2d", "grid_sample")
+# The operators of the table marked patched; each has its replacements and targets below.
+OPERATORS = tuple(operator.name for operator in _registry.OPERATORS if operator.patched)
 
 _FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _SPATIALGRAD_ERRORS = (ValueError, TypeError, IndexError, OverflowError)
