@@ -6,7 +6,7 @@ JOBS    ?= 2
 CMAKE   := cmake
 ROOT    := $(CURDIR)
 
-.PHONY: all bootstrap install cpp-test python-test test asan-test clang-test fuzz lint demo examples bench sweep clean
+.PHONY: all bootstrap install cpp-test python-test test asan-test clang-test fuzz lint demo examples bench bench-load bench-e2e sweep clean
 
 all: test
 
@@ -77,6 +77,16 @@ examples: install
 
 bench: install
 	$(PY) bench/compare.py
+
+# Each operator's fwd+bwd alone and beside 1 and 2 busy processes (started and killed by the script), ours
+# from NumPy and from spatialgrad.torch against PyTorch's; LOAD_ARGS passes options, e.g. LOAD_ARGS="--ops roi_align".
+bench-load: install
+	$(PY) bench/load.py $(LOAD_ARGS)
+
+# Training steps of three models (Deformable-DETR encoder, spatial transformer, FPN decoder), PyTorch's operators
+# against ours, in the default environment and with OMP_WAIT_POLICY=PASSIVE (alternated child processes).
+bench-e2e: install
+	$(PY) bench/e2e.py $(E2E_ARGS)
 
 # Every operator on the shapes users run (bench/sweep_ops/), against PyTorch: ratios and scratch memory.
 # SWEEP_ARGS passes options, e.g. make sweep SWEEP_ARGS="--ops grid_sampler_2d --quick".

@@ -35,7 +35,15 @@ def nbytes(*arrays) -> int:
 def time_pair(first: Callable[[], object], second: Optional[Callable[[], object]], min_time: float = 0.4,
               max_repeats: int = 60, min_repeats: int = 7, warmup: int = 2):
     """Median seconds of two functions, timed alternately so that machine noise hits both alike."""
-    funcs = [f for f in (first, second) if f is not None]
+    medians = time_alternately([f for f in (first, second) if f is not None], min_time, max_repeats, min_repeats,
+                               warmup)
+    return medians[0], (medians[1] if second is not None else None)
+
+
+def time_alternately(funcs: Sequence[Callable[[], object]], min_time: float = 0.4, max_repeats: int = 60,
+                     min_repeats: int = 7, warmup: int = 2) -> List[float]:
+    """Median seconds of each function, called in turn (one call each per round) so that machine noise hits
+    all alike: at least min_repeats rounds, then more until min_time has passed or max_repeats rounds ran."""
     for f in funcs:  # warm up: page faults, lazy init, caches
         for _ in range(warmup):
             f()
@@ -54,8 +62,7 @@ def time_pair(first: Callable[[], object], second: Optional[Callable[[], object]
     finally:
         if gc_was_enabled:
             gc.enable()
-    medians = [statistics.median(s) for s in samples]
-    return medians[0], (medians[1] if second is not None else None)
+    return [statistics.median(s) for s in samples]
 
 
 # ---- float16 / bfloat16 rows --------------------------------------------------------------------------------

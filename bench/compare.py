@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import platform
 import sys
 import time
@@ -54,11 +53,9 @@ def main() -> int:
     parser.add_argument("--out", default=str(HERE / "results"))
     args = parser.parse_args()
 
-    # PyTorch's OpenMP workers spin for a while after each call by default; timed alternately with ours
-    # on a 2-core machine they take the cores our threads need (measured 2026-11-25: our grid_sample
-    # forward 0.92 ms alone, 1.84 ms alternating with PyTorch). Passive waiting leaves PyTorch's own
-    # times unchanged (2.21 vs 2.38 ms forward, 10.3 vs 8.7 ms backward, alone). Set before torch loads.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # The default environment, as a training script has it (no OMP_WAIT_POLICY): PyTorch's OpenMP workers
+    # spin after each of its calls, but a call of ours no longer waits for a worker of ours they keep off a
+    # core, and ours sleep between calls (issue 32; docs/design.md, "An executor seam").
     import torch
 
     import spatialgrad as sg

@@ -296,9 +296,7 @@ def main() -> int:
     if args.quick:
         args.min_time = min(args.min_time, 0.1)
 
-    # PyTorch's OpenMP workers would spin after each call and take the cores ours need (see compare.py).
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    import torch
+    import torch  # in the default environment, as compare.py
 
     import spatialgrad as sg
 

@@ -128,19 +128,21 @@ def check_gradients(model_sg, model_torch) -> float:
     return max(float((grads[0][n] - grads[1][n]).abs().max()) for n in grads[0])
 
 
-def step_time(model, steps=10) -> float:
-    """The median time of `steps` training steps, after 2 warm-up steps."""
-    optimiser = torch.optim.SGD(model.parameters(), lr=1e-3)
+def step_times(models, steps=10) -> list:
+    """Median step time of each model, their steps alternating one by one (so that a busy machine's load,
+    which comes and goes, weighs on all of them alike)."""
+    optimisers = [torch.optim.SGD(model.parameters(), lr=1e-3) for model in models]
     generator = torch.Generator().manual_seed(5)
     batches = [make_batch(generator, batch=16) for _ in range(steps + 2)]
-    times = []
+    times = [[] for _ in models]
     for images, boxes, colours in batches:
-        start = time.perf_counter()
-        optimiser.zero_grad()
-        F.mse_loss(model(images, boxes), colours).backward()
-        optimiser.step()
-        times.append(time.perf_counter() - start)
-    return sorted(times[2:])[len(times[2:]) // 2]
+        for model, optimiser, samples in zip(models, optimisers, times):
+            start = time.perf_counter()
+            optimiser.zero_grad()
+            F.mse_loss(model(images, boxes), colours).backward()
+            optimiser.step()
+            samples.append(time.perf_counter() - start)
+    return [sorted(samples[2:])[len(samples[2:]) // 2] for samples in times]
 
 
 def main() -> int:
@@ -159,8 +161,9 @@ def main() -> int:
     difference = check_gradients(model, reference)
     print(f"gradient check (float64, all parameters): max |spatialgrad - torch| = {difference:.2e}")
 
-    t_sg, t_torch = step_time(copy.deepcopy(model)), step_time(copy.deepcopy(reference))
-    print(f"\nstep time (ms, median of 10 steps after 2 warm-up, {THREADS} threads for both libraries)")
+    t_sg, t_torch = step_times([copy.deepcopy(model), copy.deepcopy(reference)])
+    print(f"\nstep time (ms, median of 10 steps after 2 warm-up, the two models' steps alternating, {THREADS} threads "
+          "for both libraries)")
     print(f"{'model built from':<20} {'step time (ms)':>15}")
     print(f"{'spatialgrad':<20} {t_sg * 1e3:15.2f}")
     print(f"{'torch/torchvision':<20} {t_torch * 1e3:15.2f}")

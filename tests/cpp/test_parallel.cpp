@@ -14,7 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "spatialgrad/grid_sampler_2d.h"
 #include "spatialgrad/parallel.h"
+#include "test_util.h"
 
 namespace spatialgrad {
 namespace {
@@ -121,6 +123,8 @@ TEST_F(ThreadSetting, NonZeroBegin) {
   EXPECT_EQ(sum.load(), 145);
 }
 
+// A worker joins a call by claiming a place while chunks are left (the caller does not wait for one that
+// has not): with some work in each chunk, both threads take part.
 TEST_F(ThreadSetting, UsesSeveralThreads) {
   set_num_threads(2);
   std::mutex mutex;
@@ -130,8 +134,7 @@ TEST_F(ThreadSetting, UsesSeveralThreads) {
       std::lock_guard<std::mutex> lock(mutex);
       ids.insert(std::this_thread::get_id());
     }
-    for (int64_t lo, hi; queue.next(lo, hi);) {
-    }
+    for (int64_t lo, hi; queue.next(lo, hi);) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   });
   EXPECT_EQ(ids.size(), 2u);
 }
@@ -235,6 +238,112 @@ TEST_F(ThreadSetting, AForkDuringAnotherThreadsCallLeavesTheChildUsable) {
   stop = true;
   busy.join();
   EXPECT_EQ(code, 0) << "-1: the child hung";
+}
+
+// A worker the scheduler runs late (here held 500 ms after its wake-up, before it takes part) must not
+// hold up the caller: the caller takes every chunk, finds them done and returns.
+TEST_F(ThreadSetting, ALateWorkerDoesNotHoldUpTheCaller) {
+  set_num_threads(2);
+  ASSERT_EQ(run_and_cover(64).threads.size(), 2u) << "the pool's worker is running";
+  detail::set_worker_delay_for_testing(500000);
+  const auto start = std::chrono::steady_clock::now();
+  const Coverage coverage = run_and_cover(64);  // about 13 ms of work
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  detail::set_worker_delay_for_testing(0);
+  EXPECT_TRUE(coverage.each_item_once);
+  EXPECT_LT(elapsed, std::chrono::milliseconds(250)) << "the caller waited for the late worker";
+  EXPECT_TRUE(run_and_cover(64).each_item_once) << "the pool still works after the late worker arrives";
+}
+
+// Executors standing in for a host framework's pool: one thread per task started in reverse order, the
+// last task alone on the calling thread, and one that runs nothing (the caller then runs task 0).
+class ThreadPerTask final : public Executor {
+ public:
+  void run(int tasks, const Job& job) noexcept override {
+    std::vector<std::thread> threads;
+    for (int i = tasks - 1; i >= 0; --i) threads.emplace_back([&job, i] { job(i); });
+    for (auto& thread : threads) thread.join();
+    calls += 1;
+  }
+  int calls = 0;
+};
+
+class LastTaskOnly final : public Executor {
+ public:
+  void run(int tasks, const Job& job) noexcept override {
+    job(tasks - 1);
+    calls += 1;
+  }
+  int calls = 0;
+};
+
+class RunsNothing final : public Executor {
+ public:
+  void run(int, const Job&) noexcept override { calls += 1; }
+  int calls = 0;
+};
+
+// Sets an executor for one scope.
+class ExecutorScope {
+ public:
+  explicit ExecutorScope(Executor& executor) { set_executor(&executor); }
+  ~ExecutorScope() { set_executor(nullptr); }
+  ExecutorScope(const ExecutorScope&) = delete;
+  ExecutorScope& operator=(const ExecutorScope&) = delete;
+};
+
+// grid_sampler_2d forward and backward (bilinear, several batches and tasks per call), all outputs.
+std::vector<float> grid_sample_both_ways() {
+  auto x = testing::random_tensor<float>({3, 9, 13, 17}, 31);
+  auto grid = testing::random_tensor<float>({3, 40, 37, 2}, 32, -1.2, 1.2);
+  auto g = testing::random_tensor<float>({3, 9, 40, 37}, 33);
+  testing::OwnedTensor<float> y({3, 9, 40, 37}), gi(x.view.sizes()), gg(grid.view.sizes());
+  grid_sampler_2d(x.view, grid.view, y.view, GridSampler2dParams{});
+  grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, GridSampler2dParams{});
+  return testing::concatenated({&y, &gi, &gg});
+}
+
+TEST_F(ThreadSetting, ACustomExecutorRunsTheKernelsWithTheSameBits) {
+  set_num_threads(1);
+  const std::vector<float> expected = grid_sample_both_ways();
+  ThreadPerTask per_task;
+  LastTaskOnly last_only;
+  RunsNothing nothing;
+  for (Executor* executor : std::vector<Executor*>{&per_task, &last_only, &nothing}) {
+    const ExecutorScope scope(*executor);
+    EXPECT_EQ(&get_executor(), executor);
+    for (int threads : {2, 3, 4}) {
+      set_num_threads(threads);
+      EXPECT_EQ(grid_sample_both_ways(), expected) << "threads " << threads;
+    }
+  }
+  EXPECT_GT(per_task.calls, 0);
+  EXPECT_GT(last_only.calls, 0);
+  EXPECT_GT(nothing.calls, 0);
+  EXPECT_NE(&get_executor(), &per_task) << "nullptr restores the pool";
+}
+
+// A task on the executor's thread runs inside a parallel region: it knows its index, and a nested call
+// runs inline rather than going to the executor again.
+TEST_F(ThreadSetting, AnExecutorsTasksRunInAParallelRegion) {
+  ThreadPerTask per_task;
+  const ExecutorScope scope(per_task);
+  set_num_threads(3);
+  std::mutex mutex;
+  std::set<int> indices;
+  std::atomic<int> inner_calls{0};
+  parallel_chunks(0, 3, 1, 1, [&](ChunkQueue& queue) {
+    EXPECT_TRUE(detail::in_parallel_region());
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      indices.insert(detail::current_thread_index());
+    }
+    for (int64_t lo, hi; queue.next(lo, hi);) parallel_for(0, 100, 1, [&](int64_t, int64_t) { ++inner_calls; });
+  });
+  EXPECT_EQ(indices, (std::set<int>{0, 1, 2}));
+  EXPECT_EQ(inner_calls.load(), 3);
+  EXPECT_EQ(per_task.calls, 1) << "nested calls do not reach the executor";
+  EXPECT_FALSE(detail::in_parallel_region());
 }
 
 // Two application threads calling at once: the second does not wait for the first's pool, it runs

@@ -1,4 +1,4 @@
-// The one way kernels run in parallel, on a pool of threads owned by spatialgrad (parallel.cpp).
+// The one way kernels run in parallel (parallel.cpp).
 //
 // parallel_for(begin, end, grain, fn) cuts [begin, end) into contiguous chunks of at least `grain`
 // items (about kChunksPerThread per thread) and calls fn(chunk_begin, chunk_end) once per chunk. Each
@@ -6,15 +6,22 @@
 // (ChunkQueue). A range of at most `grain` items, a single thread, or a call from inside a parallel
 // region runs inline as one fn(begin, end). Kernels make each chunk write a disjoint part of the output
 // and compute each item the same way whatever chunk it is in, so results never depend on the thread
-// count or on which thread took which chunk.
+// count, on which thread took which chunk, or on the executor that ran the threads.
 //
 // Why not one fixed share per thread: on shared machines a thread often starts late or is preempted
 // (on our 2-core CI machines a worker woken after an idle spell started up to 4 ms late); with fixed
 // shares the call waits for its slowest thread, here the others take what that thread has not begun.
 //
-// parallel_chunks(begin, end, grain, chunk, fn) is the same with fn(queue) called once per thread, for
-// kernels whose per-task setup is heavy: the thread keeps its scratch and takes chunks of `chunk`
+// parallel_chunks(begin, end, grain, chunk, fn) is the same with fn(queue) called once per task, for
+// kernels whose per-task setup is heavy: the task keeps its scratch and takes chunks of `chunk`
 // items (<= 0: the parallel_for size) from the queue until it is empty.
+//
+// What runs the tasks is an Executor (below): spatialgrad's own pool unless the caller sets another,
+// e.g. a host framework's pool. Our pool is fair to a busy machine: a worker claims its place in a call
+// when it wakes, and the caller, once it has taken the last chunk, withdraws the places no worker has
+// claimed and waits only for the workers that did (a worker the scheduler has not run yet holds nothing
+// up). Waiting threads sleep in the kernel (futex) rather than spin, so they take no time slices from the
+// other threads of a training process (PyTorch's, a DataLoader's).
 //
 // Why our own pool rather than OpenMP: libgomp's threads do not survive fork(), and a forked child
 // (a DataLoader worker, a multiprocessing Pool) that entered a parallel region hung for ever. Our pool
@@ -39,14 +46,47 @@ int get_num_threads();
 // setting inside a data-loading worker); n <= 0 restores the environment/machine default.
 void set_default_num_threads(int n);
 
+// The tasks of one parallel call: job(i) for a task index i in [0, tasks). Every task takes chunks from
+// one shared queue until it is empty, so any one task completes the call and a task started after the
+// queue ran dry returns at once. A task never throws.
+class Job {
+ public:
+  Job(void (*task)(void* context, int index) noexcept, void* context) : task_(task), context_(context) {}
+  void operator()(int index) const noexcept { task_(context_, index); }
+
+ private:
+  void (*task_)(void*, int) noexcept;
+  void* context_;
+};
+
+// What runs a parallel call's tasks. run(tasks, job) calls job(i) for i in [0, tasks), each at most once
+// and at least one of them, on any threads (the calling one included), and returns when every call it
+// started has returned; it must not throw (a pool that cannot start threads runs the tasks itself).
+// Skipping tasks is allowed because of the shared queue: spatialgrad's pool skips the places no worker
+// claimed before the caller ran out of chunks. Results are bitwise the same whichever tasks run where.
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual void run(int tasks, const Job& job) noexcept = 0;
+};
+
+// The executor of later parallel calls (process-wide); nullptr restores spatialgrad's own pool. The
+// executor must outlive every call that uses it, and be usable in a forked child if the process forks
+// (our pool is). The number of tasks per call still follows set_num_threads.
+void set_executor(Executor* executor);
+Executor& get_executor();  // the one set, else spatialgrad's pool
+
 namespace detail {
 int current_thread_index();  // within the running parallel region (0 outside one)
 bool in_parallel_region();
 
-// Calls task(context, i) for i in [0, threads) on the pool, i = 0 on the calling thread, and returns
-// when all have returned. May use fewer threads (down to the caller alone) when the pool is busy with
-// another caller or a thread cannot be started. task must not throw.
-void run_on_pool(int threads, void (*task)(void* context, int index) noexcept, void* context);
+// Runs task(context, i) for up to `threads` task indices on the current executor, each inside a
+// parallel region (current_thread_index() = i), and returns when all have returned.
+void run_parallel(int threads, void (*task)(void* context, int index) noexcept, void* context);
+
+// Tests only: each worker of spatialgrad's pool sleeps this long after it wakes for a call, before it
+// claims a place (a worker the scheduler runs late). 0 (the default) turns it off.
+void set_worker_delay_for_testing(int microseconds);
 
 // The first exception thrown by any thread of a parallel call, rethrown by the caller.
 class FirstError {
@@ -146,7 +186,7 @@ void parallel_chunks(int64_t begin, int64_t end, int64_t grain, int64_t chunk, c
     ChunkQueue queue;
     detail::FirstError error;
   } call{fn, ChunkQueue(begin, end, chunk, threads), {}};
-  detail::run_on_pool(
+  detail::run_parallel(
       threads,
       [](void* context, int) noexcept {
         Call& c = *static_cast<Call*>(context);
