@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import platform
 import sys
 import time
@@ -53,9 +54,10 @@ def main() -> int:
     parser.add_argument("--out", default=str(HERE / "results"))
     args = parser.parse_args()
 
-    # The default environment, as a training script has it (no OMP_WAIT_POLICY): PyTorch's OpenMP workers
-    # spin after each of its calls, but a call of ours no longer waits for a worker of ours they keep off a
-    # core, and ours sleep between calls (issue 32; docs/design.md, "An executor seam").
+    # PyTorch's OpenMP workers spin after each of its calls and keep our second thread off its core (bench/
+    # sweep.py has the quiet-host numbers): the kernels are compared with PyTorch's workers asleep. The
+    # default environment is measured by bench/e2e.py and bench/load.py (issue 32, open).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import torch
 
     import spatialgrad as sg
