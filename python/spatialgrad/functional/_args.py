@@ -32,10 +32,11 @@ def int_list(value: Optional[IntOrPair], name: str, op: str) -> list[int]:
         return []
     if isinstance(value, (str, bytes)):
         raise TypeError(f"{op}(): expected {name} to be an int or a sequence of ints, but got {short_repr(value)}")
-    try:
-        return [operator.index(value)]
-    except TypeError:
-        pass
+    if not isinstance(value, (tuple, list)):  # tuples and lists skip a raised TypeError (~0.3 us of a 3 us call)
+        try:
+            return [operator.index(value)]
+        except TypeError:
+            pass
     try:
         return [operator.index(v) for v in value]
     except TypeError:

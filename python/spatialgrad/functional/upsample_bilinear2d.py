@@ -18,6 +18,8 @@ FloatOrPair = Union[float, Sequence[float]]
 def _size_pair(value: IntOrPair, name: str, op: str) -> list[int]:
     """An int means the same size for H and W; a sequence is passed on (the core checks it has 2 entries)."""
     sizes = int_list(value, name, op)
+    if isinstance(value, (tuple, list)):
+        return sizes
     try:
         operator.index(value)
         return sizes * 2
