@@ -120,7 +120,7 @@ BENCHMARK(BM_upsample_bilinear2d_backward)
 void BM_grid_sampler_2d_forward(benchmark::State& state) {
   set_threads(state);
   sg::GridSampler2dParams p;
-  p.interpolation_mode = state.range(1);
+  p.interpolation_mode = static_cast<spatialgrad::GridSamplerInterpolation>(state.range(1));
   const sg::DType dtype = dtype_arg(state, 2);
   Buffer x({8, 32, 64, 64}, 1, dtype), grid({8, 64, 64, 2}, 2, dtype, 1.1f), y({8, 32, 64, 64}, 0, dtype);
   for (auto _ : state) sg::grid_sampler_2d(x.view, grid.view, y.view, p);
@@ -134,7 +134,7 @@ BENCHMARK(BM_grid_sampler_2d_forward)
 void BM_grid_sampler_2d_backward(benchmark::State& state) {
   set_threads(state);
   sg::GridSampler2dParams p;
-  p.interpolation_mode = state.range(1);
+  p.interpolation_mode = static_cast<spatialgrad::GridSamplerInterpolation>(state.range(1));
   const sg::DType dtype = dtype_arg(state, 2);
   Buffer x({8, 32, 64, 64}, 1, dtype), grid({8, 64, 64, 2}, 2, dtype, 1.1f), g({8, 32, 64, 64}, 3, dtype),
       gi({8, 32, 64, 64}, 0, dtype), gg({8, 64, 64, 2}, 0, dtype);

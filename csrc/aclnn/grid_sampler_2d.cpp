@@ -50,8 +50,8 @@ extern "C" aclnnStatus aclnnGridSampler2DBackwardGetWorkspaceSize(
     p->grid = input_view(kPlanApi, "grid", grid, Dtypes::kFloating, formats);
     p->grad_input = output_view(kPlanApi, "inputGrad", inputGrad, Dtypes::kFloating, formats);
     p->grad_grid = output_view(kPlanApi, "gridGrad", gridGrad, Dtypes::kFloating, formats);
-    p->params.interpolation_mode = interpolationMode;
-    p->params.padding_mode = paddingMode;
+    p->params.interpolation_mode = static_cast<spatialgrad::GridSamplerInterpolation>(interpolationMode);
+    p->params.padding_mode = static_cast<spatialgrad::GridSamplerPadding>(paddingMode);
     p->params.align_corners = alignCorners;
     p->output_mask = bool_list(kPlanApi, "outputMask", outputMask);
     // The mask as given (2 entries), then both outputs: the doc checks their shapes and dtypes

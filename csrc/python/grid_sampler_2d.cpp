@@ -13,8 +13,8 @@ namespace {
 
 GridSampler2dParams make_params(int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
   GridSampler2dParams params;
-  params.interpolation_mode = interpolation_mode;
-  params.padding_mode = padding_mode;
+  params.interpolation_mode = static_cast<GridSamplerInterpolation>(interpolation_mode);  // checked by the core
+  params.padding_mode = static_cast<GridSamplerPadding>(padding_mode);
   params.align_corners = align_corners;
   return params;
 }

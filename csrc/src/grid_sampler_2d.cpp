@@ -799,7 +799,7 @@ void run_forward(const TensorView& input, const TensorView& grid, const TensorVi
                  const GridSampler2dParams& params) {
   const Context<T> ctx = make_context<T>(input, grid, output, params);
   const View4<T> out = view4<T>(output);
-  dispatch_tables<T>(detail::interpolation_of(params), [&](auto tables) {
+  dispatch_tables<T>(params.interpolation_mode, [&](auto tables) {
     using Tables = decltype(tables);
     const int64_t in_out = detail::bytes_of({&input, &grid, &output});
     if (use_tiles<T, typename Tables::Tile>(ctx, false, in_out)) return forward_kernel<T, typename Tables::Tile>(ctx, out);
@@ -817,7 +817,7 @@ void run_backward(const TensorView& grad_output, const TensorView& input, const 
   const View4<T> gi = want_input ? view4<T>(*grad_input) : View4<T>{};
   const View4<T> gg = grad_grid ? view4<T>(*grad_grid) : View4<T>{};
   const View4<const T> go = view4<const T>(grad_output);
-  dispatch_tables<T>(detail::interpolation_of(params), [&](auto tables) {
+  dispatch_tables<T>(params.interpolation_mode, [&](auto tables) {
     using Tile = typename decltype(tables)::Tile;
     using Plane = typename decltype(tables)::Plane;
     const int64_t in_out = detail::bytes_of({&grad_output, &input, &grid, grad_input, grad_grid});

@@ -54,7 +54,7 @@ struct AxisTaps {
 
 template <class Acc>
 AxisTaps<Acc> bilinear_axis(Acc g, int64_t size, const GridSampler2dParams& p) {
-  const CoordGrad<Acc> u = detail::source_coordinate(g, size, detail::padding_of(p), p.align_corners);
+  const CoordGrad<Acc> u = detail::source_coordinate(g, size, p.padding_mode, p.align_corners);
   const Acc base = std::floor(u.value), t = u.value - base;
   AxisTaps<Acc> axis;
   axis.add(base, size, 1 - t, -u.grad, Acc(0));
@@ -64,7 +64,7 @@ AxisTaps<Acc> bilinear_axis(Acc g, int64_t size, const GridSampler2dParams& p) {
 
 template <class Acc>
 AxisTaps<Acc> nearest_axis(Acc g, int64_t size, const GridSampler2dParams& p) {
-  const Acc u = detail::source_coordinate(g, size, detail::padding_of(p), p.align_corners).value;
+  const Acc u = detail::source_coordinate(g, size, p.padding_mode, p.align_corners).value;
   AxisTaps<Acc> axis;
   axis.add(std::nearbyint(u), size, Acc(1), Acc(0), Acc(0));
   return axis;
@@ -89,7 +89,7 @@ AxisTaps<Acc> bicubic_axis(Acc g, int64_t size, const GridSampler2dParams& p) {
   const Acc d2[4] = {outer2(t + 1), inner2(t), inner2(1 - t), outer2(2 - t)};
   AxisTaps<Acc> axis;
   for (int i = 0; i < 4; ++i) {
-    const Acc tap = detail::apply_padding<Acc>(base + Acc(i - 1), size, detail::padding_of(p), p.align_corners).value;
+    const Acc tap = detail::apply_padding<Acc>(base + Acc(i - 1), size, p.padding_mode, p.align_corners).value;
     axis.add(tap, size, w[i], d1[i] * s, d2[i] * s * s);
   }
   return axis;
@@ -151,7 +151,7 @@ struct Problem {
   PointTaps<Acc> taps_at(int64_t n, int64_t h, int64_t w) const {
     const T* g = grid.data + n * grid.s0 + h * grid.s1 + w * grid.s2;
     const Acc gx = load_as<Acc>(g[0]), gy = load_as<Acc>(g[grid.s3]);
-    switch (detail::interpolation_of(params)) {
+    switch (params.interpolation_mode) {
       case GridSamplerInterpolation::kBilinear:
         return combine(bilinear_axis(gx, W, params), bilinear_axis(gy, H, params));
       case GridSamplerInterpolation::kNearest:
@@ -170,7 +170,7 @@ struct Problem {
     vy = load_as<Acc>(v[gg_grid.s3]);
   }
   int64_t taps_per_point() const {
-    switch (detail::interpolation_of(params)) {
+    switch (params.interpolation_mode) {
       case GridSamplerInterpolation::kBilinear:
         return 4;
       case GridSamplerInterpolation::kNearest:

@@ -57,8 +57,8 @@ aclnnStatus run(const aclTensor* go, const aclTensor* input, const aclTensor* gr
 
 spatialgrad::GridSampler2dParams core_params(const Mode& m) {
   spatialgrad::GridSampler2dParams p;
-  p.interpolation_mode = m.interpolation;
-  p.padding_mode = m.padding;
+  p.interpolation_mode = static_cast<spatialgrad::GridSamplerInterpolation>(m.interpolation);
+  p.padding_mode = static_cast<spatialgrad::GridSamplerPadding>(m.padding);
   p.align_corners = m.align_corners;
   return p;
 }

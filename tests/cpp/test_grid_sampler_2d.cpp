@@ -125,8 +125,8 @@ struct NaiveGridSampler {
 
 GridSampler2dParams params_of(const NaiveGridSampler& n) {
   GridSampler2dParams p;
-  p.interpolation_mode = n.mode;
-  p.padding_mode = n.padding;
+  p.interpolation_mode = static_cast<GridSamplerInterpolation>(n.mode);
+  p.padding_mode = static_cast<GridSamplerPadding>(n.padding);
   p.align_corners = n.align;
   return p;
 }
@@ -359,7 +359,7 @@ TEST(GridSampler2d, Float32TilesMatchFloat64AndChannelsLast) {
   for (int64_t C : {8, 13, 16})
     for (int mode : {0, 1, 2}) {
       GridSampler2dParams p;
-      p.interpolation_mode = mode;
+      p.interpolation_mode = static_cast<GridSamplerInterpolation>(mode);
       const int64_t N = 3, H = 11, W = 67, Ho = 21, Wo = 25;
       auto xf = random_tensor<float>({N, C, H, W}, 61);
       auto gridf = random_tensor<float>({N, Ho, Wo, 2}, 62, -1.2, 1.2);
@@ -394,8 +394,8 @@ TEST(GridSampler2d, Float32TilesMatchFloat64AndChannelsLast) {
 TEST(GridSampler2d, Float32MatchesFloat64) {
   for (int mode : {0, 1, 2}) {
     GridSampler2dParams p;
-    p.interpolation_mode = mode;
-    p.padding_mode = 2;
+    p.interpolation_mode = static_cast<GridSamplerInterpolation>(mode);
+    p.padding_mode = GridSamplerPadding::kReflection;
     auto x = random_tensor<double>({2, 5, 9, 11}, 1);
     auto grid = random_tensor<double>({2, 7, 6, 2}, 2, -1.2, 1.2);
     auto g = random_tensor<double>({2, 5, 7, 6}, 3);
@@ -422,8 +422,8 @@ TEST(GridSampler2d, Float32MatchesFloat64) {
 TEST(GridSampler2d, StridedAndNegativeStrideViews) {
   for (int mode : {0, 1, 2}) {
     GridSampler2dParams p;
-    p.interpolation_mode = mode;
-    p.padding_mode = 1;
+    p.interpolation_mode = static_cast<GridSamplerInterpolation>(mode);
+    p.padding_mode = GridSamplerPadding::kBorder;
     auto x = random_tensor<double>({2, 3, 6, 7}, 5);
     auto grid = random_tensor<double>({2, 5, 4, 2}, 6, -1.2, 1.2);
     auto g = random_tensor<double>({2, 3, 5, 4}, 7);
@@ -465,7 +465,7 @@ TEST(GridSampler2d, StridedAndNegativeStrideViews) {
 TEST(GridSampler2d, OutputMaskSkipsUnrequestedGradients) {
   for (int mode : {0, 1, 2}) {
     GridSampler2dParams p;
-    p.interpolation_mode = mode;
+    p.interpolation_mode = static_cast<GridSamplerInterpolation>(mode);
     auto x = random_tensor<float>({3, 4, 5, 6}, 8);
     auto grid = random_tensor<float>({3, 7, 2, 2}, 9, -1.1, 1.1);
     auto g = random_tensor<float>({3, 4, 7, 2}, 10);
@@ -516,8 +516,8 @@ TEST(GridSampler2d, NonFiniteGridValues) {
     for (int padding : {0, 1, 2})
       for (double bad : {nan, inf, -inf, 1e300, -1e300}) {
         GridSampler2dParams p;
-        p.interpolation_mode = mode;
-        p.padding_mode = padding;
+        p.interpolation_mode = static_cast<GridSamplerInterpolation>(mode);
+        p.padding_mode = static_cast<GridSamplerPadding>(padding);
         OwnedTensor<double> grid({1, 1, 2, 2}), y({1, 1, 1, 2}), g({1, 1, 1, 2}, 1.0), gi(x.view.sizes()),
             gg(grid.view.sizes());
         grid.storage = {bad, 0.3, 0.3, bad};
@@ -545,12 +545,12 @@ TEST(GridSampler2d, NonFiniteGridValues) {
       }
   // Spot values from torch 1.13 (input 1..20 as 4x5, grid point (NaN, 0.3), align_corners=false).
   GridSampler2dParams border;
-  border.padding_mode = 1;
+  border.padding_mode = GridSamplerPadding::kBorder;
   OwnedTensor<double> grid({1, 1, 1, 2}), y({1, 1, 1, 1});
   grid.storage = {nan, 0.3};
   grid_sampler_2d(x.view, grid.view, y.view, border);
   EXPECT_DOUBLE_EQ(y[0], 11.5);
-  border.interpolation_mode = 1;
+  border.interpolation_mode = GridSamplerInterpolation::kNearest;
   grid_sampler_2d(x.view, grid.view, y.view, border);
   EXPECT_DOUBLE_EQ(y[0], 11.0);
 }
@@ -564,8 +564,8 @@ TEST(GridSampler2d, ThreadCountDoesNotChangeBits) {
       for (int64_t N : {1, 3, 8}) {
         const detail::ForcedGridSamplerStrategy forced(strategy);
         GridSampler2dParams p;
-        p.interpolation_mode = mode;
-        p.padding_mode = 0;
+        p.interpolation_mode = static_cast<GridSamplerInterpolation>(mode);
+        p.padding_mode = GridSamplerPadding::kZeros;
         auto x = random_tensor<float>({N, 9, 13, 17}, 31);
         auto grid = random_tensor<float>({N, 40, 37, 2}, 32, -1.2, 1.2);
         auto g = random_tensor<float>({N, 9, 40, 37}, 33);
@@ -622,8 +622,8 @@ OwnedTensor<T> stored_as(const OwnedTensor<float>& t) {
 template <class T>
 void expect_strategies_agree(int mode, int padding) {
   GridSampler2dParams p;
-  p.interpolation_mode = mode;
-  p.padding_mode = padding;
+  p.interpolation_mode = static_cast<GridSamplerInterpolation>(mode);
+  p.padding_mode = static_cast<GridSamplerPadding>(padding);
   const int64_t N = 2, C = 19, H = 10, W = 13, Ho = 17, Wo = 19;
   auto gridf = random_tensor<float>({N, Ho, Wo, 2}, 82, -1.3, 1.3);
   gridf.storage[5] = std::numeric_limits<float>::quiet_NaN();
@@ -682,7 +682,7 @@ TEST(GridSampler2d, PlaneGathersMatchCheckedLoads) {
   const detail::ForcedGridSamplerStrategy planes(detail::GridSamplerStrategy::kPlanes);
   for (int mode : {0, 1, 2}) {
     GridSampler2dParams p;
-    p.interpolation_mode = mode;
+    p.interpolation_mode = static_cast<GridSamplerInterpolation>(mode);
     auto x = random_tensor<float>({2, 3, 12, 15}, 91);
     auto grid = random_tensor<float>({2, 9, 31, 2}, 92, -1.2, 1.2);
     auto g = random_tensor<float>({2, 3, 9, 31}, 93);
@@ -705,8 +705,8 @@ TEST(GridSampler2d, BinnedPlanesMatchTiles) {
   for (int mode : {0, 1, 2})
     for (int padding : {0, 2}) {
       GridSampler2dParams p;
-      p.interpolation_mode = mode;
-      p.padding_mode = padding;
+      p.interpolation_mode = static_cast<GridSamplerInterpolation>(mode);
+      p.padding_mode = static_cast<GridSamplerPadding>(padding);
       const int64_t N = 2, C = 2, H = 1100, W = 600, Ho = 40, Wo = 31;
       auto x = random_tensor<float>({N, C, H, W}, 101);
       auto grid = random_tensor<float>({N, Ho, Wo, 2}, 102, -1.1, 1.1);
@@ -768,7 +768,7 @@ TEST(GridSampler2d, PlanesBeyondTheTilesInt32PixelsRun) {
   OwnedTensor<float> grid({1, 2, 3, 2}, 0.25f), y({1, 1, 2, 3}), g({1, 1, 2, 3}, 1.0f), gg({1, 2, 3, 2});
   for (int mode : {0, 1, 2}) {
     GridSampler2dParams p;
-    p.interpolation_mode = mode;
+    p.interpolation_mode = static_cast<GridSamplerInterpolation>(mode);
     grid_sampler_2d(huge, grid.view, y.view, p);
     for (float v : y.storage) EXPECT_FLOAT_EQ(v, 2.5f) << mode;
     grid_sampler_2d_backward(g.view, huge, grid.view, TensorView(), gg.view, p, {false, true});
@@ -790,14 +790,14 @@ TEST(GridSampler2d, ValidationErrors) {
   };
   // Modes.
   GridSampler2dParams bad = p;
-  bad.interpolation_mode = 3;
+  bad.interpolation_mode = static_cast<GridSamplerInterpolation>(3);
   forward_error(
       x.view, grid.view, y.view, bad, ErrorKind::kInvalidArgument,
       "grid_sampler_2d(): expected interpolation_mode in {0 (bilinear), 1 (nearest), 2 (bicubic)}, but got 3");
   backward_error(y.view, x.view, grid.view, bad, ErrorKind::kInvalidArgument,
                  "grid_sampler_2d_backward(): expected interpolation_mode in");
   bad = p;
-  bad.padding_mode = -1;
+  bad.padding_mode = static_cast<GridSamplerPadding>(-1);
   forward_error(x.view, grid.view, y.view, bad, ErrorKind::kInvalidArgument,
                 "expected padding_mode in {0 (zeros), 1 (border), 2 (reflection)}, but got -1");
   backward_error(y.view, x.view, grid.view, bad, ErrorKind::kInvalidArgument, "expected padding_mode in");

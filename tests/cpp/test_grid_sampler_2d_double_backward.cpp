@@ -16,6 +16,15 @@
 namespace spatialgrad {
 namespace {
 
+// The params of the modes' aclnn integers (a value outside the enumerators is rejected by the entry).
+GridSampler2dParams modes(int64_t interpolation, int64_t padding, bool align_corners) {
+  GridSampler2dParams p;
+  p.interpolation_mode = static_cast<GridSamplerInterpolation>(interpolation);
+  p.padding_mode = static_cast<GridSamplerPadding>(padding);
+  p.align_corners = align_corners;
+  return p;
+}
+
 using testing::expect_error;
 using testing::OwnedTensor;
 using testing::random_tensor;
@@ -56,7 +65,7 @@ class GridSamplerDoubleBackward : public ::testing::TestWithParam<Modes> {};
 
 TEST_P(GridSamplerDoubleBackward, MatchesCentralDifferencesOfTheBackward) {
   const auto [mode, padding, align] = GetParam();
-  const GridSampler2dParams p{mode, padding, align};
+  const GridSampler2dParams p = modes(mode, padding, align);
   const Inputs in;
   const auto d_go = random_tensor<double>({N, C, Ho, Wo}, 11);
   const auto d_x = random_tensor<double>({N, C, H, W}, 12);
@@ -83,7 +92,7 @@ INSTANTIATE_TEST_SUITE_P(AllModes, GridSamplerDoubleBackward,
 // Each output alone: d_grad_output is the forward applied to u plus the v-term, the other two vanish
 // with the cotangent they depend on.
 TEST(GridSamplerDoubleBackwardOutputs, AbsentCotangentsCountAsZeros) {
-  const GridSampler2dParams p{0, 0, false};
+  const GridSampler2dParams p = modes(0, 0, false);
   const Inputs in;
   OwnedTensor<double> r_go({N, C, Ho, Wo}), r_x({N, C, H, W}, 5.0), r_grid({N, Ho, Wo, 2});
   grid_sampler_2d_double_backward(in.u.view, TensorView(), in.go.view, in.x.view, in.grid.view, r_go.view, r_x.view,
@@ -95,7 +104,7 @@ TEST(GridSamplerDoubleBackwardOutputs, AbsentCotangentsCountAsZeros) {
 }
 
 TEST(GridSamplerDoubleBackwardOutputs, UnrequestedOutputsAreNotWritten) {
-  const GridSampler2dParams p{2, 1, true};
+  const GridSampler2dParams p = modes(2, 1, true);
   const Inputs in;
   OwnedTensor<double> all_go({N, C, Ho, Wo}), all_x({N, C, H, W}), all_grid({N, Ho, Wo, 2});
   grid_sampler_2d_double_backward(in.u.view, in.v.view, in.go.view, in.x.view, in.grid.view, all_go.view, all_x.view,
@@ -107,7 +116,7 @@ TEST(GridSamplerDoubleBackwardOutputs, UnrequestedOutputsAreNotWritten) {
 }
 
 TEST(GridSamplerDoubleBackwardOutputs, BitwiseIdenticalForAnyThreadCount) {
-  const GridSampler2dParams p{2, 2, false};
+  const GridSampler2dParams p = modes(2, 2, false);
   const int64_t n = 3, c = 5, h = 17, w = 19, ho = 23, wo = 29;
   const auto u = random_tensor<float>({n, c, h, w}, 21), x = random_tensor<float>({n, c, h, w}, 22);
   const auto v = random_tensor<float>({n, ho, wo, 2}, 23), go = random_tensor<float>({n, c, ho, wo}, 24);
@@ -120,7 +129,7 @@ TEST(GridSamplerDoubleBackwardOutputs, BitwiseIdenticalForAnyThreadCount) {
 }
 
 TEST(GridSamplerDoubleBackwardOutputs, Float32AndHalfFollowFloat64) {
-  const GridSampler2dParams p{0, 2, false};
+  const GridSampler2dParams p = modes(0, 2, false);
   const Inputs in;
   OwnedTensor<double> r_go({N, C, Ho, Wo}), r_x({N, C, H, W}), r_grid({N, Ho, Wo, 2});
   grid_sampler_2d_double_backward(in.u.view, in.v.view, in.go.view, in.x.view, in.grid.view, r_go.view, r_x.view,
@@ -158,29 +167,29 @@ TEST(GridSamplerDoubleBackwardValidation, NamesTheOperatorAndTheArgument) {
   };
   expect_error(
       [&] {
-        call(in.u.view, in.v.view, {3, 0, false});
+        call(in.u.view, in.v.view, modes(3, 0, false));
       },
       ErrorKind::kInvalidArgument, "grid_sampler_2d_double_backward(): expected interpolation_mode");
   expect_error(
       [&] {
-        call(in.u.view, in.v.view, {0, 0, false}, {true, true});
+        call(in.u.view, in.v.view, modes(0, 0, false), {true, true});
       },
       ErrorKind::kInvalidArgument, "expected output_mask to have 3 entries");
   OwnedTensor<double> wrong({N, C, H, W + 1});
   expect_error(
       [&] {
-        call(wrong.view, in.v.view, {0, 0, false});
+        call(wrong.view, in.v.view, modes(0, 0, false));
       },
       ErrorKind::kInvalidArgument, "expected grad_grad_input of shape (2, 3, 5, 6)");
   expect_error(
       [&] {
-        call(in.u.view, wrong.view, {0, 0, false});
+        call(in.u.view, wrong.view, modes(0, 0, false));
       },
       ErrorKind::kInvalidArgument, "expected grad_grad_grid");
   OwnedTensor<float> f({N, C, H, W});
   expect_error(
       [&] {
-        call(f.view, in.v.view, {0, 0, false});
+        call(f.view, in.v.view, modes(0, 0, false));
       },
       ErrorKind::kType, "expected grad_grad_input to have the dtype of grad_output (float64)");
 }

@@ -127,8 +127,8 @@ std::vector<std::vector<float>> run_upsample(const Data& d) {
 template <class T>
 std::vector<std::vector<float>> run_grid_sampler(const Data& d, int64_t mode, int64_t padding) {
   GridSampler2dParams p;
-  p.interpolation_mode = mode;
-  p.padding_mode = padding;
+  p.interpolation_mode = static_cast<GridSamplerInterpolation>(mode);
+  p.padding_mode = static_cast<GridSamplerPadding>(padding);
   p.align_corners = padding == 1;
   const std::vector<int64_t> in_shape{2, 3, 8, 9}, grid_shape{2, 6, 7, 2}, out_shape{2, 3, 6, 7};
   Buffer<T> x(d.arrays[0], in_shape), grid(d.arrays[2], grid_shape), y(out_shape);

@@ -16,9 +16,10 @@ namespace spatialgrad {
 enum class GridSamplerInterpolation : int64_t { kBilinear = 0, kNearest = 1, kBicubic = 2 };
 enum class GridSamplerPadding : int64_t { kZeros = 0, kBorder = 1, kReflection = 2 };
 
+// The modes are typed; a value outside the enumerators (an aclnn integer cast in) is rejected by every entry.
 struct GridSampler2dParams {
-  int64_t interpolation_mode = 0;  // GridSamplerInterpolation: 0 bilinear, 1 nearest, 2 bicubic
-  int64_t padding_mode = 0;        // GridSamplerPadding: 0 zeros, 1 border, 2 reflection
+  GridSamplerInterpolation interpolation_mode = GridSamplerInterpolation::kBilinear;
+  GridSamplerPadding padding_mode = GridSamplerPadding::kZeros;
   bool align_corners = false;
 };
 

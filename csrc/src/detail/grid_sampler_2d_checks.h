@@ -11,20 +11,14 @@
 
 namespace spatialgrad::detail {
 
+// The modes are enumerators (an integer cast in may be any int64: the aclnn and Python arguments).
 inline void check_grid_sampler_modes(const char* op, const GridSampler2dParams& p) {
-  SG_CHECK(p.interpolation_mode >= 0 && p.interpolation_mode <= 2, op,
-           "(): expected interpolation_mode in {0 (bilinear), 1 (nearest), 2 (bicubic)}, but got ",
-           p.interpolation_mode);
-  SG_CHECK(p.padding_mode >= 0 && p.padding_mode <= 2, op,
-           "(): expected padding_mode in {0 (zeros), 1 (border), 2 (reflection)}, but got ", p.padding_mode);
-}
-
-// The modes as enums (after check_grid_sampler_modes): kernels switch on these, not on the aclnn integers.
-inline GridSamplerInterpolation interpolation_of(const GridSampler2dParams& p) {
-  return static_cast<GridSamplerInterpolation>(p.interpolation_mode);
-}
-inline GridSamplerPadding padding_of(const GridSampler2dParams& p) {
-  return static_cast<GridSamplerPadding>(p.padding_mode);
+  const auto interpolation = static_cast<int64_t>(p.interpolation_mode);
+  const auto padding = static_cast<int64_t>(p.padding_mode);
+  SG_CHECK(interpolation >= 0 && interpolation <= 2, op,
+           "(): expected interpolation_mode in {0 (bilinear), 1 (nearest), 2 (bicubic)}, but got ", interpolation);
+  SG_CHECK(padding >= 0 && padding <= 2, op,
+           "(): expected padding_mode in {0 (zeros), 1 (border), 2 (reflection)}, but got ", padding);
 }
 
 // (N, C, Ho, Wo) for input (N, C, H, W) and grid (N, Ho, Wo, 2).

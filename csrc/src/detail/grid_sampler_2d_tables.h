@@ -144,7 +144,7 @@ Context<T> make_context(const TensorView& input, const TensorView& grid, const T
   ctx.Wo = grid.size(2);
   ctx.points = ctx.Ho * ctx.Wo;
   ctx.blocks = (ctx.points + kBlock - 1) / kBlock;
-  ctx.padding = detail::padding_of(params);
+  ctx.padding = params.padding_mode;
   ctx.align = params.align_corners;
   // The tile layout, when a framed plane's pixels fit int32 (H, W < 2^31: check_grid_sampler_plane);
   // other planes take the plane strategy, which does not read it.
