@@ -18,7 +18,6 @@
 #include <type_traits>
 #include <utility>
 
-#include "grid_sampler_2d_checks.h"  // padding_of
 #include "grid_sampler_2d_coords.h"
 #include "rows.h"
 #include "simd.h"
