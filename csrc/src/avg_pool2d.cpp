@@ -10,9 +10,9 @@
 #include "detail/avg_pool2d_windows.h"
 #include "detail/checks.h"
 #include "detail/convert.h"
+#include "detail/parallel_for.h"
 #include "detail/rows.h"
 #include "detail/simd.h"
-#include "spatialgrad/parallel.h"
 
 namespace spatialgrad {
 namespace {

@@ -15,9 +15,9 @@
 #include "detail/grid_sampler_2d_planes.h"
 #include "detail/grid_sampler_2d_strategy.h"
 #include "detail/grid_sampler_2d_tables.h"
+#include "detail/parallel_for.h"
 #include "detail/rows.h"
 #include "detail/scratch_bound.h"
-#include "spatialgrad/parallel.h"
 
 namespace spatialgrad {
 namespace {

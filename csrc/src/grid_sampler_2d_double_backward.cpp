@@ -20,8 +20,8 @@
 #include "detail/float_staging.h"
 #include "detail/grid_sampler_2d_checks.h"
 #include "detail/grid_sampler_2d_coords.h"
+#include "detail/parallel_for.h"
 #include "spatialgrad/grid_sampler_2d.h"
-#include "spatialgrad/parallel.h"
 
 namespace spatialgrad {
 namespace {

@@ -11,10 +11,10 @@
 #include "detail/convert.h"
 #include "detail/float_staging.h"
 #include "detail/ms_deform_attn.h"
+#include "detail/parallel_for.h"
 #include "detail/rows.h"
 #include "detail/scratch_bound.h"
 #include "detail/simd.h"
-#include "spatialgrad/parallel.h"
 
 namespace spatialgrad {
 namespace {

@@ -20,8 +20,8 @@
 #include "detail/checks.h"
 #include "detail/float_staging.h"
 #include "detail/ms_deform_attn.h"
+#include "detail/parallel_for.h"
 #include "spatialgrad/ms_deform_attn.h"
-#include "spatialgrad/parallel.h"
 
 namespace spatialgrad {
 namespace {

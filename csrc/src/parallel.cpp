@@ -14,6 +14,8 @@
 #include <string>
 #include <thread>
 
+#include "detail/parallel_for.h"
+
 namespace spatialgrad {
 namespace {
 

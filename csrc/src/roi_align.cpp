@@ -8,12 +8,12 @@
 
 #include "detail/checks.h"
 #include "detail/float_staging.h"
+#include "detail/parallel_for.h"
 #include "detail/roi_align_geometry.h"
 #include "detail/rows.h"
 #include "detail/scratch_bound.h"
 #include "detail/simd.h"
 #include "spatialgrad/memory.h"
-#include "spatialgrad/parallel.h"
 
 namespace spatialgrad {
 namespace detail {

@@ -12,10 +12,10 @@
 
 #include "detail/checks.h"
 #include "detail/convert.h"
+#include "detail/parallel_for.h"
 #include "detail/rows.h"
 #include "detail/simd.h"
 #include "detail/upsample_bilinear2d_axis.h"
-#include "spatialgrad/parallel.h"
 
 namespace spatialgrad {
 namespace {

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "detail/parallel_for.h"
 #include "spatialgrad/grid_sampler_2d.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "convert.h"
-#include "spatialgrad/parallel.h"
+#include "parallel_for.h"
 
 namespace spatialgrad::detail {
 namespace {
