@@ -341,8 +341,9 @@ struct PlaneNearest {
   template <class T>
   void build(const Context<T>& ctx, const Acc* gx, const Acc* gy, int64_t n, const PlaneGeometry& g,
              bool /*with_grad*/) {
-    Acc cx[kBlock], cy[kBlock];
     count = n;
+    if (ctx.padding == GridSamplerPadding::kZeros) return fill_unpadded(gx, gy, ctx.align, g);
+    Acc cx[kBlock], cy[kBlock];
     detail::source_coordinates(gx, count, ctx.W, ctx.padding, ctx.align, cx, mult[0]);
     detail::source_coordinates(gy, count, ctx.H, ctx.padding, ctx.align, cy, mult[1]);
     fill(cx, cy, g);
@@ -350,16 +351,33 @@ struct PlaneNearest {
 
   void rows(int64_t i, const PlaneGeometry&, int32_t& lo, int32_t& hi) const { lo = hi = home[i]; }
 
-  // As NearestTable::fill (round half to even), with plane offsets.
+  // Point i's tap from its rounded coordinates (round half to even, as NearestTable::fill).
+  SPATIALGRAD_INLINE void set(int64_t i, Acc xr, Acc yr, Acc W, Acc H) {
+    const bool in = (xr >= 0) & (xr < W) & (yr >= 0) & (yr < H);  // false for NaN
+    x[i] = static_cast<int32_t>(in ? xr : Acc(-1));  // selected, then converted: vectorised
+    y[i] = static_cast<int32_t>(in ? yr : Acc(-1));
+    home[i] = static_cast<int32_t>(in ? yr : Acc(0));
+  }
+
+  // Zeros padding: the coordinates as source_coordinates computes them, rounded in the same pass (no
+  // coordinate rows, no unused derivatives: the table is most of a nearest call's own cost).
+  SG_SIMD_CLONES void fill_unpadded(const Acc* __restrict gx, const Acc* __restrict gy, bool align, PlaneGeometry g) {
+    const Acc W = static_cast<Acc>(g.W), H = static_cast<Acc>(g.H);
+    const Acc sx = detail::unnormalize(Acc(0), g.W, align).grad, sy = detail::unnormalize(Acc(0), g.H, align).grad;
+    const Acc shift = align ? Acc(0) : Acc(0.5);
+    for (int64_t i = 0; i < count; ++i) {
+      set(i, std::nearbyint((gx[i] + 1) * sx - shift), std::nearbyint((gy[i] + 1) * sy - shift), W, H);
+    }
+    fill_offsets(g);
+  }
+
   SG_SIMD_CLONES void fill(const Acc* __restrict cx, const Acc* __restrict cy, PlaneGeometry g) {
     const Acc W = static_cast<Acc>(g.W), H = static_cast<Acc>(g.H);
-    for (int64_t i = 0; i < count; ++i) {
-      const Acc xr = std::nearbyint(cx[i]), yr = std::nearbyint(cy[i]);
-      const bool in = (xr >= 0) & (xr < W) & (yr >= 0) & (yr < H);  // false for NaN
-      x[i] = static_cast<int32_t>(in ? xr : Acc(-1));  // selected, then converted: vectorised
-      y[i] = static_cast<int32_t>(in ? yr : Acc(-1));
-      home[i] = static_cast<int32_t>(in ? yr : Acc(0));
-    }
+    for (int64_t i = 0; i < count; ++i) set(i, std::nearbyint(cx[i]), std::nearbyint(cy[i]), W, H);
+    fill_offsets(g);
+  }
+
+  void fill_offsets(const PlaneGeometry& g) {
     if (!g.gathers) {
       for (int64_t i = 0; i < count; ++i) offset[i] = x[i] >= 0 ? g.at(y[i], x[i]) : 0;
     }
