@@ -4,6 +4,7 @@
 #include <atomic>
 #include <climits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "detail/avg_pool2d_lanes.h"
@@ -68,10 +69,13 @@ int64_t pooled_size(const char* op, int64_t in, int64_t k, int64_t s, int64_t p,
 
 std::vector<int64_t> output_shape(const char* op, const std::vector<int64_t>& in_shape, const AvgPool2dParams& p) {
   const Resolved r = resolve(op, p);
-  SG_CHECK(in_shape.size() == 3 || in_shape.size() == 4, op,
-           "(): expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, but got ", in_shape.size(), "-D shape ",
+  detail::check_layout(op, p.layout);
+  const bool nhwc = p.layout == Layout::kNHWC;
+  SG_CHECK(in_shape.size() == 3 || in_shape.size() == 4, op, "(): expected a 3-D ", nhwc ? "(H, W, C)" : "(C, H, W)",
+           " or 4-D ", nhwc ? "(N, H, W, C)" : "(N, C, H, W)", " input, but got ", in_shape.size(), "-D shape ",
            format_list(in_shape));
-  const int64_t h = in_shape[in_shape.size() - 2], w = in_shape.back();
+  const size_t h_dim = in_shape.size() - (nhwc ? 3 : 2);
+  const int64_t h = in_shape[h_dim], w = in_shape[h_dim + 1];
   int64_t oh = pooled_size(op, h, r.kh, r.sh, r.ph, p.ceil_mode);
   int64_t ow = pooled_size(op, w, r.kw, r.sw, r.pw, p.ceil_mode);
   if (checked_numel(in_shape) == 0) {
@@ -82,10 +86,20 @@ std::vector<int64_t> output_shape(const char* op, const std::vector<int64_t>& in
     SG_CHECK(oh >= 1 && ow >= 1, op, "(): expected an output of at least 1x1, but got ", oh, "x", ow,
              " for input shape ", format_list(in_shape), " (the input is smaller than the kernel)");
   }
-  std::vector<int64_t> out(in_shape.begin(), in_shape.end() - 2);
-  out.push_back(oh);
-  out.push_back(ow);
+  std::vector<int64_t> out(in_shape);
+  out[h_dim] = oh;
+  out[h_dim + 1] = ow;
   return out;
+}
+
+// The kernels index (N, C, H, W) or (C, H, W): a kNHWC tensor reaches them as the same memory with its
+// dimensions permuted, whose channels-last strides then choose the channels-last kernels.
+TensorView channels_first(const TensorView& t, Layout layout) {
+  if (layout == Layout::kNCHW) return t;
+  std::vector<int64_t> sizes = t.sizes(), strides = t.strides();
+  std::rotate(sizes.end() - 3, sizes.end() - 1, sizes.end());  // (..., H, W, C) -> (..., C, H, W)
+  std::rotate(strides.end() - 3, strides.end() - 1, strides.end());
+  return TensorView(t.raw_data(), t.dtype(), std::move(sizes), std::move(strides));
 }
 
 // Plane geometry shared by both directions: a 3-D tensor is one batch of C planes.
@@ -1125,6 +1139,22 @@ void backward_kernel(const TensorView& grad_output, const TensorView& grad_input
   }
 }
 
+// The validated operators on (N, C, H, W) / (C, H, W) views (half precision converted by rows as the
+// kernels read and write them).
+template <class T>
+void run_forward(const TensorView& input, const TensorView& output, const AvgPool2dParams& params) {
+  const Windows win =
+      make_windows(resolve(kForward, params), params, input.size(-2), input.size(-1), output.size(-2), output.size(-1));
+  forward_kernel<T>(input, output, win);
+}
+
+template <class T>
+void run_backward(const TensorView& grad_output, const TensorView& grad_input, const AvgPool2dParams& params) {
+  const Windows win = make_windows(resolve(kBackward, params), params, grad_input.size(-2), grad_input.size(-1),
+                                   grad_output.size(-2), grad_output.size(-1));
+  backward_kernel<T>(grad_output, grad_input, win);
+}
+
 }  // namespace
 
 void detail::pin_pool_strategy(detail::PoolStrategy strategy) {
@@ -1142,9 +1172,7 @@ void avg_pool2d(const TensorView& input, const TensorView& output, const AvgPool
   dispatch_floating(input.dtype(), kForward, "input", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (output.is_empty()) return;
-    const Resolved r = resolve(kForward, params);
-    const Windows win = make_windows(r, params, input.size(-2), input.size(-1), output.size(-2), output.size(-1));
-    forward_kernel<T>(input, output, win);
+    run_forward<T>(channels_first(input, params.layout), channels_first(output, params.layout), params);
   });
 }
 
@@ -1167,10 +1195,7 @@ void avg_pool2d_backward(const TensorView& grad_output, const TensorView& input,
   dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (grad_input.is_empty()) return;
-    const Resolved r = resolve(kBackward, params);
-    const Windows win =
-        make_windows(r, params, input.size(-2), input.size(-1), grad_output.size(-2), grad_output.size(-1));
-    backward_kernel<T>(grad_output, grad_input, win);
+    run_backward<T>(channels_first(grad_output, params.layout), channels_first(grad_input, params.layout), params);
   });
 }
 

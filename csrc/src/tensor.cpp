@@ -1,5 +1,6 @@
 #include "spatialgrad/tensor.h"
 
+#include <cctype>
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -23,6 +24,24 @@ const char* dtype_name(DType dtype) {
       return "int64";
   }
   return "unknown";
+}
+
+const char* layout_name(Layout layout) {
+  switch (layout) {
+    case Layout::kNCHW:
+      return "NCHW";
+    case Layout::kNHWC:
+      return "NHWC";
+  }
+  return "unknown";
+}
+
+Layout parse_layout(const char* op, const std::string& name) {
+  std::string upper(name);
+  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (upper == "NCHW") return Layout::kNCHW;
+  if (upper == "NHWC") return Layout::kNHWC;
+  detail::fail(ErrorKind::kInvalidArgument, op, "(): expected layout \"NCHW\" or \"NHWC\", but got \"", name, "\"");
 }
 
 int64_t dtype_size(DType dtype) {
