@@ -11,6 +11,7 @@
 #include "detail/avg_pool2d_windows.h"
 #include "detail/checks.h"
 #include "detail/convert.h"
+#include "detail/entry.h"
 #include "detail/parallel_for.h"
 #include "detail/rows.h"
 #include "detail/simd.h"
@@ -1169,10 +1170,11 @@ void avg_pool2d(const TensorView& input, const TensorView& output, const AvgPool
   const std::vector<int64_t> expected = output_shape(kForward, input.sizes(), params);
   detail::check_shape(kForward, "output", output, expected);
   detail::check_same_dtype(kForward, "output", output, "input", input);
-  dispatch_floating(input.dtype(), kForward, "input", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  // Half precision converted by rows as the kernels read and write them (no staging).
+  detail::run_entry(kForward, "input", input.dtype(), [&](auto tag, auto&) {
     if (output.is_empty()) return;
-    run_forward<T>(channels_first(input, params.layout), channels_first(output, params.layout), params);
+    run_forward<typename decltype(tag)::type>(channels_first(input, params.layout),
+                                              channels_first(output, params.layout), params);
   });
 }
 
@@ -1192,10 +1194,10 @@ void check_avg_pool2d_backward(const TensorView& grad_output, const TensorView& 
 void avg_pool2d_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grad_input,
                          const AvgPool2dParams& params) {
   check_avg_pool2d_backward(grad_output, input, grad_input, params);
-  dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  detail::run_entry(kBackward, "grad_output", grad_output.dtype(), [&](auto tag, auto&) {
     if (grad_input.is_empty()) return;
-    run_backward<T>(channels_first(grad_output, params.layout), channels_first(grad_input, params.layout), params);
+    run_backward<typename decltype(tag)::type>(channels_first(grad_output, params.layout),
+                                               channels_first(grad_input, params.layout), params);
   });
 }
 

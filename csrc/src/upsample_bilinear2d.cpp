@@ -11,6 +11,7 @@
 
 #include "detail/checks.h"
 #include "detail/convert.h"
+#include "detail/entry.h"
 #include "detail/parallel_for.h"
 #include "detail/rows.h"
 #include "detail/simd.h"
@@ -1092,10 +1093,9 @@ std::vector<int64_t> upsample_bilinear2d_output_shape(const std::vector<int64_t>
 void upsample_bilinear2d(const TensorView& input, const TensorView& output, const UpsampleBilinear2dParams& params) {
   detail::check_shape(kForward, "output", output, upsample_bilinear2d_output_shape(input.sizes(), params));
   detail::check_same_dtype(kForward, "output", output, "input", input);
-  dispatch_floating(input.dtype(), kForward, "input", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  detail::run_entry(kForward, "input", input.dtype(), [&](auto tag, auto&) {
     if (output.is_empty()) return;
-    run_forward<T>(input, output, params);
+    run_forward<typename decltype(tag)::type>(input, output, params);
   });
 }
 
@@ -1120,10 +1120,9 @@ void check_upsample_bilinear2d_backward(const TensorView& grad_output, const std
 void upsample_bilinear2d_backward(const TensorView& grad_output, const std::vector<int64_t>& input_size,
                                   const TensorView& grad_input, const UpsampleBilinear2dParams& params) {
   check_upsample_bilinear2d_backward(grad_output, input_size, grad_input, params);
-  dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  detail::run_entry(kBackward, "grad_output", grad_output.dtype(), [&](auto tag, auto&) {
     if (grad_input.is_empty()) return;
-    run_backward<T>(grad_output, grad_input, params);
+    run_backward<typename decltype(tag)::type>(grad_output, grad_input, params);
   });
 }
 
