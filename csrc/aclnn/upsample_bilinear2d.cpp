@@ -32,14 +32,11 @@ extern "C" aclnnStatus aclnnUpsampleBilinear2dBackwardV2GetWorkspaceSize(
   using namespace spatialgrad::aclnn;
   return plan(kPlanApi, kRunApi, workspaceSize, executor, [&] {
     // Null pointers first (161001), in argument order.
-    check_not_null(kPlanApi, "gradOut", gradOut);
-    check_not_null(kPlanApi, "outputSize", outputSize);
-    check_not_null(kPlanApi, "inputSize", inputSize);
-    check_not_null(kPlanApi, "out", out);
-    const auto formats = {ACL_FORMAT_ND, ACL_FORMAT_NCHW, ACL_FORMAT_NHWC};
+    check_not_null(kPlanApi, "gradOut", gradOut, "outputSize", outputSize, "inputSize", inputSize, "out", out);
+    const TensorArguments tensors(kPlanApi, {ACL_FORMAT_ND, ACL_FORMAT_NCHW, ACL_FORMAT_NHWC});
     auto p = std::make_unique<UpsampleBilinear2dBackwardPlan>();
-    p->grad_output = input_view(kPlanApi, "gradOut", gradOut, Dtypes::kFloating, formats);
-    p->grad_input = output_view(kPlanApi, "out", out, Dtypes::kFloating, formats);
+    p->grad_output = tensors.in("gradOut", gradOut);
+    p->grad_input = tensors.out("out", out);
     p->params.layout = layout_of(gradOut->format);
     // The doc: out keeps gradOut's format (ND and NCHW are the same layout).
     SG_CHECK(layout_of(out->format) == p->params.layout, kPlanApi, "(): expected out to have the layout of gradOut (",

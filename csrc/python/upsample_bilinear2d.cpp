@@ -6,7 +6,6 @@
 #include <string>
 #include <utility>
 
-#include "bindings.h"
 #include "numpy_view.h"
 
 namespace spatialgrad::python {

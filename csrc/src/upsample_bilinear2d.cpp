@@ -339,15 +339,27 @@ struct ColumnChunk {
   int64_t iw_begin, iw_end, ow_begin, ow_end;
 };
 
+// The length of the runs of an axis of `count` pixels, each reaching at most ceil(other / count) + 1 pixels
+// of `per_pixel` values on the other side, whose reach holds about `budget` values (at least 1, at most count).
+int64_t run_width(int64_t count, int64_t other, int64_t per_pixel, int64_t budget) {
+  const int64_t reach = (other + count - 1) / count + 1;
+  return std::clamp<int64_t>(budget / std::max<int64_t>(1, per_pixel * reach), 1, count);
+}
+
+// chunk(a, b) for the runs [a, a + width), [a + width, a + 2 width), ... of [0, count), the last one shorter.
+template <class Chunk>
+std::vector<ColumnChunk> runs_of(int64_t count, int64_t width, const Chunk& chunk) {
+  std::vector<ColumnChunk> chunks;
+  for (int64_t a = 0; a < count; a += width) chunks.push_back(chunk(a, std::min(a + width, count)));
+  return chunks;
+}
+
 // Splits the input pixels into runs whose output pixels, `per_pixel` values each, hold about `budget` values:
 // the chunks of the backward, whose buffers stay in cache between the H and W passes.
 template <class Acc>
 std::vector<ColumnChunk> input_chunks(const detail::LinearAxis<Acc>& w_axis, int64_t per_pixel, int64_t budget) {
-  const int64_t per_input = (w_axis.out + w_axis.in - 1) / w_axis.in + 1;  // output pixels per input pixel
-  const int64_t width = std::clamp<int64_t>(budget / std::max<int64_t>(1, per_pixel * per_input), 1, w_axis.in);
-  std::vector<ColumnChunk> chunks;
-  for (int64_t a = 0; a < w_axis.in; a += width) {
-    const int64_t b = std::min(a + width, w_axis.in);
+  const int64_t width = run_width(w_axis.in, w_axis.out, per_pixel, budget);
+  return runs_of(w_axis.in, width, [&](int64_t a, int64_t b) {
     ColumnChunk chunk{a, b, 0, 0};
     const int64_t e_begin = w_axis.start[a], e_end = w_axis.start[b];
     if (e_begin < e_end) {
@@ -355,23 +367,18 @@ std::vector<ColumnChunk> input_chunks(const detail::LinearAxis<Acc>& w_axis, int
       chunk.ow_begin = *range.first;
       chunk.ow_end = *range.second + 1;
     }
-    chunks.push_back(chunk);
-  }
-  return chunks;
+    return chunk;
+  });
 }
 
 // Splits the output pixels into runs whose input pixels (from i0 of the first to i1 of the last), `per_pixel`
 // values each, hold about `budget` values: the chunks of the forward.
 template <class Acc>
 std::vector<ColumnChunk> output_chunks(const detail::LinearAxis<Acc>& w_axis, int64_t per_pixel, int64_t budget) {
-  const int64_t per_output = (w_axis.in + w_axis.out - 1) / w_axis.out + 1;  // input pixels per output pixel
-  const int64_t width = std::clamp<int64_t>(budget / std::max<int64_t>(1, per_pixel * per_output), 1, w_axis.out);
-  std::vector<ColumnChunk> chunks;
-  for (int64_t a = 0; a < w_axis.out; a += width) {
-    const int64_t b = std::min(a + width, w_axis.out);
-    chunks.push_back(ColumnChunk{w_axis.i0[a], w_axis.i1[b - 1] + 1, a, b});
-  }
-  return chunks;
+  const int64_t width = run_width(w_axis.out, w_axis.in, per_pixel, budget);
+  return runs_of(w_axis.out, width, [&](int64_t a, int64_t b) {
+    return ColumnChunk{w_axis.i0[a], w_axis.i1[b - 1] + 1, a, b};
+  });
 }
 
 // The most input and output pixels of any chunk.

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "detail/avg_pool2d_lanes.h"
+#include "detail/convert.h"
 #include "spatialgrad/avg_pool2d.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"

@@ -10,8 +10,8 @@
 // kernel returns (detail/float_staging.h); for float32/float64 both are t itself, at no cost. So
 // `run_forward<AccType<T>>(staging.in(input), staging.out(output))` is a float32 kernel on staged copies for
 // half precision and the T kernel on the tensors otherwise, and `run_forward<T>(input, output)` converts
-// by rows: one template for both policies, and a kernel may mix them (ms_deform_attn stages its points and
-// converts its value rows).
+// by rows: one template for both policies, and a kernel may mix them (staging the small tensors it reads
+// one value at a time, converting the rows it streams).
 #pragma once
 
 #include <array>
@@ -42,7 +42,7 @@ class Staging {
   }
 
  private:
-  static constexpr size_t kMaxTensors = 12;  // the most any entry stages: 11 (ms_deform_attn's second order)
+  static constexpr size_t kMaxTensors = 12;  // the most any entry stages today is 11
 
   const TensorView& keep(FloatStaging staged, const TensorView* target) {
     SG_CHECK(count_ < kMaxTensors, "Staging(): expected at most ", kMaxTensors, " staged tensors, but got more");
