@@ -35,6 +35,7 @@ from torch import Tensor
 from .. import _core, _registry
 from .._registry import OPS, OpSpec, as_tuple, gather_grads, pullback_call
 from ..bfloat16 import bfloat16_bits, is_bfloat16
+from ..functional import _strict
 
 # One adapter per operator of the table, named after its forward.
 __all__ = [*(operator.name for operator in _registry.OPERATORS), "ms_deform_attn_reference", "patch", "OPERATORS",
@@ -143,6 +144,71 @@ def _apply(name: str, tensors: Sequence[torch.Tensor], options: dict) -> torch.T
     return _SpatialgradFunction.apply(OPS[name], options, *tensors)
 
 
+def _load_native() -> bool:
+    """Loads libspatialgrad_torch (the operators ``torch.ops.spatialgrad.*``, built beside ``_core`` when libtorch
+    was found). ``SPATIALGRAD_TORCH_NATIVE=0`` keeps the Python path (tests and comparisons use it)."""
+    if os.environ.get("SPATIALGRAD_TORCH_NATIVE", "1") == "0":
+        return False
+    library = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "libspatialgrad_torch.so")
+    if not os.path.exists(library):
+        return False
+    try:
+        torch.ops.load_library(library)
+    except (OSError, RuntimeError) as error:  # e.g. built against another libtorch than this torch
+        warnings.warn(f"spatialgrad.torch: the native operators did not load ({error}); using the Python path")
+        return False
+    return True
+
+
+# Whether the adapters call the native operators: C++ kernels and C++ autograd, on PyTorch's thread pool
+# (torch.set_num_threads). Otherwise, or when an argument is one the operators' schemas do not take, or while
+# spatialgrad.ascend.strict() checks calls, they run the Python path (_SpatialgradFunction over the NumPy API).
+native = _load_native()
+
+
+def _native_operator(name: str):
+    """The C++ callable of torch.ops.spatialgrad.<name> (no Python frame of torch's OpOverloadPacket)."""
+    return getattr(torch.ops.spatialgrad, name)._op if native else None
+
+
+_native_avg_pool2d = _native_operator("avg_pool2d")
+_native_roi_align = _native_operator("roi_align")
+_native_grid_sampler_2d = _native_operator("grid_sampler_2d")
+_INTERPOLATION = {"bilinear": 0, "nearest": 1, "bicubic": 2}  # aten's integers
+_PADDING = {"zeros": 0, "border": 1, "reflection": 2}
+
+
+def _try_native(operator, *args) -> Optional[Tensor]:
+    """operator(*args), or None where its schema does not take the arguments (or a tensor is not on the CPU):
+    the Python path then runs, and raises today's error. (A function of its own: TorchScript parses the
+    adapters, and has no try.)"""
+    try:
+        return operator(*args)
+    except RuntimeError:
+        return None
+
+
+def _height_width(value) -> Optional[tuple]:
+    """(h, w) from an int or one or two entries; None for anything else (the Python path reports it)."""
+    if isinstance(value, int):
+        return value, value
+    if isinstance(value, (list, tuple)) and len(value) in (1, 2):
+        return value[0], value[-1]
+    return None
+
+
+def _mode_number(name, numbers: dict) -> Optional[int]:
+    return numbers.get(name) if isinstance(name, str) else None
+
+
+def _ints(value):
+    """An int as a one-entry list (the core's messages then echo what the user passed); lists and tuples as
+    they are; None as []."""
+    if value is None:
+        return []
+    return value if isinstance(value, (list, tuple)) else [value]
+
+
 def avg_pool2d(input: Tensor, kernel_size: BroadcastingList2[int], stride: Optional[BroadcastingList2[int]] = None,
                padding: BroadcastingList2[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True,
                divisor_override: Optional[int] = None) -> Tensor:
@@ -173,6 +239,11 @@ def avg_pool2d(input: Tensor, kernel_size: BroadcastingList2[int], stride: Optio
     if torch.jit.is_scripting():
         return _avg_pool2d_from_script(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                                        divisor_override)
+    if native and _strict.chip is None:
+        out = _try_native(_native_avg_pool2d, input, _ints(kernel_size), _ints(stride), _ints(padding), ceil_mode,
+                          count_include_pad, divisor_override)
+        if out is not None:
+            return out
     return _apply("avg_pool2d", [input], dict(kernel_size=kernel_size, stride=stride, padding=padding,
                                                ceil_mode=ceil_mode, count_include_pad=count_include_pad,
                                                divisor_override=divisor_override))
@@ -251,6 +322,12 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
     if align_corners is None:  # the warning F.grid_sample gives; a patched F.grid_sample gives it from here
         warnings.warn("grid_sample: align_corners=None means False, as in PyTorch (which warns the same); "
                       "pass it explicitly to silence this")
+    if native and _strict.chip is None:
+        # A mode that is not a name passes None, which the schema rejects: the Python path explains it.
+        out = _try_native(_native_grid_sampler_2d, input, grid, _mode_number(mode, _INTERPOLATION),
+                          _mode_number(padding_mode, _PADDING), bool(align_corners))
+        if out is not None:
+            return out
     return _apply("grid_sample", [input, grid], dict(mode=mode, padding_mode=padding_mode,
                                                       align_corners=bool(align_corners)))
 
@@ -303,6 +380,12 @@ def roi_align(input: Tensor, boxes: Union[Tensor, List[Tensor]], output_size: Br
     """
     if torch.jit.is_scripting():
         return _roi_align_from_script(input, boxes, output_size, spatial_scale, sampling_ratio, aligned)
+    size = _height_width(output_size) if native and _strict.chip is None else None
+    if size is not None:
+        rois = boxes if isinstance(boxes, Tensor) else _boxes_k5(boxes, input.dtype)
+        out = _try_native(_native_roi_align, input, rois, spatial_scale, size[0], size[1], sampling_ratio, aligned)
+        if out is not None:
+            return out
     return _apply("roi_align", [input, _boxes_k5(boxes, input.dtype)],
                   dict(output_size=output_size, spatial_scale=float(spatial_scale),
                        sampling_ratio=int(sampling_ratio), aligned=bool(aligned)))

@@ -1,0 +1,86 @@
+// The PyTorch operator layer's shared machinery (libspatialgrad_torch): at::Tensor -> TensorView without
+// copies, outputs, error translation, the executor on PyTorch's intra-op pool, and calls of the
+// registered operators through the dispatcher. Each operator's file (csrc/torch/<op>.cpp) holds its CPU
+// kernels and its autograd kernel; library.cpp holds the schemas.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/autograd.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "spatialgrad/error.h"
+#include "spatialgrad/parallel.h"
+#include "spatialgrad/tensor.h"
+
+namespace spatialgrad::torch_ops {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// A view of `t` through its sizes and strides (no copy). A dtype without a TensorView counterpart, or a
+// tensor not on the CPU, raises a TypeError / ValueError-kind error naming op() and the argument.
+TensorView view_of(const at::Tensor& t, const char* op, const char* arg);
+// An absent (or undefined) optional tensor is TensorView(): "zeros" for the kernels' cotangents.
+TensorView view_of(const c10::optional<at::Tensor>& t, const char* op, const char* arg);
+
+// A new tensor of `like`'s dtype and device, in `format`, and its view. The kernels write every element.
+struct Output {
+  at::Tensor tensor;
+  TensorView view;
+};
+Output new_output(const at::Tensor& like, at::IntArrayRef shape,
+                  at::MemoryFormat format = at::MemoryFormat::Contiguous);
+// An output that is computed only when `wanted`; otherwise an undefined tensor and TensorView().
+Output new_output_if(bool wanted, const at::Tensor& like, at::IntArrayRef shape);
+
+std::vector<int64_t> to_vector(at::IntArrayRef values);
+
+// The non-tensor arguments of a call, kept in the autograd context for its backward, and read back.
+void save_options(AutogradContext* ctx, std::vector<c10::IValue> options);
+const c10::IValue& saved_option(AutogradContext* ctx, size_t index);
+
+// PyTorch's C++ autograd cannot wrap an undefined output: a Function returns only the outputs its
+// output_mask computed (computed_only), and in_places puts those outputs (in its autograd kernel) or their
+// cotangents (in its backward) back at their positions, undefined elsewhere.
+variable_list computed_only(const variable_list& outputs);
+variable_list in_places(const variable_list& values, c10::ArrayRef<bool> computed);
+
+// The RuntimeError of differentiating a second-order kernel (`kernel`, of the operator `forward`).
+[[noreturn]] void raise_no_third_order(const char* kernel, const char* forward);
+
+// Raises a spatialgrad::Error as the c10 error PyTorch maps to the same Python exception (c10::ValueError,
+// TypeError, IndexError; an OverflowError kind has no c10 type in PyTorch 1.13 and is a RuntimeError).
+[[noreturn]] void rethrow_as_c10(const Error& error);
+
+// What runs the kernels' tasks inside PyTorch: its intra-op pool (at::parallel_for), except in a forked
+// child, where spatialgrad's own pool does (OpenMP's threads do not survive fork()).
+Executor& torch_executor();
+
+// Runs one call into the core on torch_executor() with at::get_num_threads() tasks (torch.set_num_threads
+// controls it; NumPy calls on other threads keep spatialgrad's pool and count), with spatialgrad's errors
+// raised as c10 errors.
+template <class Fn>
+void run_kernel(const Fn& fn) {
+  try {
+    const ScopedExecutor scope(torch_executor(), at::get_num_threads());
+    fn();
+  } catch (const Error& error) {
+    rethrow_as_c10(error);
+  }
+}
+
+}  // namespace spatialgrad::torch_ops
+
+// The typed handle of the registered operator spatialgrad::NAME with C++ signature SIG, looked up on the
+// first call. Calls through it go through the dispatcher, autograd included: a backward that calls another
+// operator this way is itself differentiable.
+#define SG_OPERATOR(NAME, SIG)                                                                   \
+  ([]() -> const c10::TypedOperatorHandle<SIG>& {                                                \
+    static const auto handle =                                                                   \
+        c10::Dispatcher::singleton().findSchemaOrThrow("spatialgrad::" NAME, "").typed<SIG>(); \
+    return handle;                                                                               \
+  }())
