@@ -78,7 +78,9 @@ struct Forward : torch::autograd::Function<Forward> {
                             Divisor divisor_override) {
     save_pooling(ctx, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
     ctx->save_for_backward({input});  // its shape and dtype
-    return forward_cpu(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
+    return SG_OPERATOR("avg_pool2d", ForwardSig)
+        .call(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -94,8 +96,9 @@ struct Backward : torch::autograd::Function<Backward> {
                             at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
                             bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
     save_pooling(ctx, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
-    return backward_cpu(grad_output, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                        divisor_override);
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
+    return SG_OPERATOR("avg_pool2d_backward", BackwardSig)
+        .call(grad_output, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {

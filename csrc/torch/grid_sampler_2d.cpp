@@ -81,6 +81,7 @@ Triple double_backward_cpu(const OptionalTensor& grad_grad_input, const Optional
   return {d_grad_output.tensor, d_input.tensor, d_grid.tensor};
 }
 
+using ForwardSig = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, int64_t, bool);
 using BackwardSig = Pair(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, int64_t, bool,
                          std::array<bool, 2>);
 using DoubleBackwardSig = Triple(const OptionalTensor&, const OptionalTensor&, const at::Tensor&, const at::Tensor&,
@@ -95,7 +96,9 @@ struct Forward : torch::autograd::Function<Forward> {
                             int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
     save_modes(ctx, interpolation_mode, padding_mode, align_corners);
     ctx->save_for_backward({input, grid});
-    return forward_cpu(input, grid, interpolation_mode, padding_mode, align_corners);
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
+    return SG_OPERATOR("grid_sampler_2d", ForwardSig)
+        .call(input, grid, interpolation_mode, padding_mode, align_corners);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -116,8 +119,10 @@ struct Backward : torch::autograd::Function<Backward> {
     ctx->saved_data["output_mask"] = c10::List<bool>({output_mask[0], output_mask[1]});
     ctx->save_for_backward({grad_output, input, grid});
     ctx->set_materialize_grads(false);  // an absent cotangent stays absent (zeros) down to the kernel
-    const Pair grad =
-        backward_cpu(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask);
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
+    const Pair grad = SG_OPERATOR("grid_sampler_2d_backward", BackwardSig)
+                          .call(grad_output, input, grid, interpolation_mode, padding_mode, align_corners,
+                                output_mask);
     return computed_only({std::get<0>(grad), std::get<1>(grad)});
   }
 
@@ -143,8 +148,10 @@ struct DoubleBackward : torch::autograd::Function<DoubleBackward> {
                                const OptionalTensor& grad_grad_grid, const at::Tensor& grad_output,
                                const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode,
                                int64_t padding_mode, bool align_corners, std::array<bool, 3> output_mask) {
-    const Triple d = double_backward_cpu(grad_grad_input, grad_grad_grid, grad_output, input, grid,
-                                         interpolation_mode, padding_mode, align_corners, output_mask);
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
+    const Triple d = SG_OPERATOR("grid_sampler_2d_double_backward", DoubleBackwardSig)
+                         .call(grad_grad_input, grad_grad_grid, grad_output, input, grid, interpolation_mode,
+                               padding_mode, align_corners, output_mask);
     return computed_only({std::get<0>(d), std::get<1>(d), std::get<2>(d)});
   }
 

@@ -69,7 +69,9 @@ struct Forward : torch::autograd::Function<Forward> {
                             bool aligned) {
     save_roi_options(ctx, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned, input.sizes().vec());
     ctx->save_for_backward({rois});
-    return forward_cpu(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned);
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
+    return SG_OPERATOR("roi_align", ForwardSig)
+        .call(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -90,8 +92,10 @@ struct Backward : torch::autograd::Function<Backward> {
                             int64_t height, int64_t width, int64_t sampling_ratio, bool aligned) {
     save_roi_options(ctx, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned, {});
     ctx->save_for_backward({rois});
-    return backward_cpu(grad, rois, spatial_scale, pooled_height, pooled_width, batch_size, channels, height, width,
-                        sampling_ratio, aligned);
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
+    return SG_OPERATOR("roi_align_backward", BackwardSig)
+        .call(grad, rois, spatial_scale, pooled_height, pooled_width, batch_size, channels, height, width,
+              sampling_ratio, aligned);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
