@@ -154,10 +154,13 @@ void batched_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 TORCH_LIBRARY_IMPL(spatialgrad, FuncTorchBatched, m) {
   const auto fold = [] { return torch::CppFunction::makeFromBoxedFunction<&batched_kernel<true>>(); };
   const auto loop = [] { return torch::CppFunction::makeFromBoxedFunction<&batched_kernel<false>>(); };
-  for (const char* name : {"avg_pool2d", "avg_pool2d_backward"}) {
+  for (const char* name : {"avg_pool2d", "avg_pool2d_backward", "grid_sampler_2d", "grid_sampler_2d_backward",
+                           "grid_sampler_2d_double_backward"}) {
     m.impl(name, fold());
   }
-  (void)loop;
+  for (const char* name : {"roi_align", "roi_align_backward"}) {
+    m.impl(name, loop());
+  }
 }
 
 }  // namespace spatialgrad::torch_ops
