@@ -20,4 +20,12 @@ TORCH_LIBRARY(spatialgrad, m) {
   m.def("grid_sampler_2d_double_backward(Tensor? grad_grad_input, Tensor? grad_grad_grid, Tensor grad_output, "
         "Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, "
         "bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
+  m.def("ms_deform_attn(Tensor value, Tensor spatial_shapes, Tensor level_start_index, Tensor sampling_locations, "
+        "Tensor attention_weights, int im2col_step=64) -> Tensor");
+  m.def("ms_deform_attn_backward(Tensor value, Tensor spatial_shapes, Tensor level_start_index, "
+        "Tensor sampling_locations, Tensor attention_weights, Tensor grad_output, int im2col_step=64) "
+        "-> (Tensor, Tensor, Tensor)");
+  m.def("ms_deform_attn_double_backward(Tensor value, Tensor spatial_shapes, Tensor level_start_index, "
+        "Tensor sampling_locations, Tensor attention_weights, Tensor grad_output, Tensor? grad_grad_value, "
+        "Tensor? grad_grad_sampling_locations, Tensor? grad_grad_attention_weights) -> (Tensor, Tensor, Tensor, Tensor)");
 }

@@ -174,6 +174,7 @@ def _native_operator(name: str):
 _native_avg_pool2d = _native_operator("avg_pool2d")
 _native_roi_align = _native_operator("roi_align")
 _native_grid_sampler_2d = _native_operator("grid_sampler_2d")
+_native_ms_deform_attn = _native_operator("ms_deform_attn")
 _INTERPOLATION = {"bilinear": 0, "nearest": 1, "bicubic": 2}  # aten's integers
 _PADDING = {"zeros": 0, "border": 1, "reflection": 2}
 
@@ -433,6 +434,11 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
     # the graph, so each input's gradient comes back in its own dtype.
     sampling_locations = sampling_locations.to(value.dtype)
     attention_weights = attention_weights.to(value.dtype)
+    if native and _strict.chip is None:
+        out = _try_native(_native_ms_deform_attn, value, spatial_shapes, level_start_index, sampling_locations,
+                          attention_weights, im2col_step)
+        if out is not None:
+            return out
     return _apply("ms_deform_attn", [value, spatial_shapes, level_start_index, sampling_locations,
                                      attention_weights], {})
 
