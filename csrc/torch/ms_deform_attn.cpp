@@ -90,6 +90,8 @@ Quadruple double_backward_cpu(const at::Tensor& value, const at::Tensor& spatial
   return {d_value.tensor, d_locations.tensor, d_weights.tensor, d_grad_output.tensor};
 }
 
+using ForwardSig = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                              const at::Tensor&, int64_t);
 using BackwardSig = Triple(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
                            const at::Tensor&, const at::Tensor&, int64_t);
 using DoubleBackwardSig = Quadruple(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
@@ -103,7 +105,9 @@ struct Forward : torch::autograd::Function<Forward> {
                             const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
                             const at::Tensor& attention_weights, int64_t im2col_step) {
     ctx->save_for_backward({value, spatial_shapes, level_start_index, sampling_locations, attention_weights});
-    return forward_cpu(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, im2col_step);
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
+    return SG_OPERATOR("ms_deform_attn", ForwardSig)
+        .call(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, im2col_step);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -121,8 +125,10 @@ struct Backward : torch::autograd::Function<Backward> {
     ctx->save_for_backward(
         {value, spatial_shapes, level_start_index, sampling_locations, attention_weights, grad_output});
     ctx->set_materialize_grads(false);  // an absent cotangent stays absent (zeros) down to the kernel
-    const Triple g = backward_cpu(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
-                                  grad_output, im2col_step);
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
+    const Triple g = SG_OPERATOR("ms_deform_attn_backward", BackwardSig)
+                         .call(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
+                               grad_output, im2col_step);
     return {std::get<0>(g), std::get<1>(g), std::get<2>(g)};
   }
 
@@ -142,9 +148,11 @@ struct DoubleBackward : torch::autograd::Function<DoubleBackward> {
                                const at::Tensor& attention_weights, const at::Tensor& grad_output,
                                const OptionalTensor& grad_grad_value, const OptionalTensor& grad_grad_sampling_locations,
                                const OptionalTensor& grad_grad_attention_weights) {
-    const Quadruple d =
-        double_backward_cpu(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
-                            grad_output, grad_grad_value, grad_grad_sampling_locations, grad_grad_attention_weights);
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
+    const Quadruple d = SG_OPERATOR("ms_deform_attn_double_backward", DoubleBackwardSig)
+                            .call(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
+                                  grad_output, grad_grad_value, grad_grad_sampling_locations,
+                                  grad_grad_attention_weights);
     return {std::get<0>(d), std::get<1>(d), std::get<2>(d), std::get<3>(d)};
   }
 
