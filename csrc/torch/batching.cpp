@@ -155,7 +155,8 @@ TORCH_LIBRARY_IMPL(spatialgrad, FuncTorchBatched, m) {
   const auto fold = [] { return torch::CppFunction::makeFromBoxedFunction<&batched_kernel<true>>(); };
   const auto loop = [] { return torch::CppFunction::makeFromBoxedFunction<&batched_kernel<false>>(); };
   for (const char* name : {"avg_pool2d", "avg_pool2d_backward", "grid_sampler_2d", "grid_sampler_2d_backward",
-                           "grid_sampler_2d_double_backward"}) {
+                           "grid_sampler_2d_double_backward", "ms_deform_attn", "ms_deform_attn_backward",
+                           "ms_deform_attn_double_backward"}) {
     m.impl(name, fold());
   }
   for (const char* name : {"roi_align", "roi_align_backward"}) {
