@@ -5,7 +5,8 @@
 // to stderr: Python's warning filters do not see it). Two rules instead:
 // - fold: the operators whose every image-like tensor argument leads with the image batch (N) and treats the
 //   images independently (the image operators and ms_deform_attn, forwards and backwards) get the vmapped
-//   dimension folded into N: one call of B * N images, whose result is unfolded. Arguments not batched at this
+//   dimension folded into N: one call of B * N images (an input_size argument says B * N too), whose result
+//   is unfolded. Arguments not batched at this
 //   level are expanded (a view); shared arguments (ms_deform_attn's spatial_shapes, level_start_index) stay as
 //   they are, and if they are batched the call loops instead.
 // - loop: the others (roi_align, whose boxes carry batch indices, and shared arguments batched) call the
@@ -102,11 +103,25 @@ bool is_shared(const std::string& name) {
   return name == "spatial_shapes" || name == "level_start_index";
 }
 
+// An argument that is the shape of an image-batch tensor (upsample_bilinear2d_backward's input_size: N first).
+bool is_batch_shape(const c10::Argument& argument) { return argument.name() == "input_size"; }
+
+// The shape with B * N images.
+c10::IValue folded_shape(const c10::IValue& shape, int64_t batch_size) {
+  std::vector<int64_t> sizes = shape.toIntVector();
+  sizes.at(0) *= batch_size;
+  return sizes;
+}
+
 // The vmapped dimension folded into the image batch (B * N images), or false if a shared argument is batched.
 bool fold_into_batch(const c10::OperatorHandle& op, Unwrapped& call, torch::jit::Stack* stack) {
   const auto& schema = op.schema().arguments();
   torch::jit::Stack folded = call.arguments;
   for (size_t i = 0; i < folded.size(); ++i) {
+    if (is_batch_shape(schema[i])) {
+      folded[i] = folded_shape(folded[i], call.batch_size);
+      continue;
+    }
     if (!folded[i].isTensor() || !folded[i].toTensor().defined() || is_shared(schema[i].name())) {
       if (call.batched[i]) {
         return false;
@@ -156,7 +171,8 @@ TORCH_LIBRARY_IMPL(spatialgrad, FuncTorchBatched, m) {
   const auto loop = [] { return torch::CppFunction::makeFromBoxedFunction<&batched_kernel<false>>(); };
   for (const char* name : {"avg_pool2d", "avg_pool2d_backward", "grid_sampler_2d", "grid_sampler_2d_backward",
                            "grid_sampler_2d_double_backward", "ms_deform_attn", "ms_deform_attn_backward",
-                           "ms_deform_attn_double_backward"}) {
+                           "ms_deform_attn_double_backward", "upsample_bilinear2d",
+                           "upsample_bilinear2d_backward"}) {
     m.impl(name, fold());
   }
   for (const char* name : {"roi_align", "roi_align_backward"}) {

@@ -61,6 +61,17 @@ def test_vjp_of_vmap(op):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
+def test_every_operator_has_a_batching_kernel():
+    """csrc/torch/batching.cpp names each operator: a new one without an entry would run functorch's logging
+    fallback."""
+    operators = {name for name in torch._C._dispatch_get_registrations_for_dispatch_key("")
+                 if name.startswith("spatialgrad::")}
+    assert {f"spatialgrad::{op}" for op in OPERATORS} <= operators
+    missing = [name for name in operators if not torch._C._dispatch_has_kernel_for_dispatch_key(name,
+                                                                                               "FuncTorchBatched")]
+    assert not missing
+
+
 def test_vmap_prints_nothing():
     """functorch's per-sample fallback logs "There is a performance drop..." for each operator without a
     batching rule (through glog, to stderr, not Python's warnings); none is printed for ours."""
