@@ -92,7 +92,7 @@ def every_operator_inputs():
 
 
 def test_script_graph_calls_the_operators_not_python():
-    graph = str(torch.jit.script(EveryOperator()).graph)
+    graph = str(torch.jit.script(EveryOperator()).inlined_graph)
     for op in OPERATORS:
         assert f"spatialgrad::{op}" in graph, graph
     assert "prim::PythonOp" not in graph and "_from_script" not in graph, graph
@@ -146,8 +146,9 @@ def test_patch_routes_traced_calls_to_the_operators(monkeypatch):
     counts = count_patch_calls(monkeypatch, ["sg_avg_pool2d", "sg_grid_sample"])
     x, grid = torch.rand(1, 2, 6, 6), torch.rand(1, 3, 3, 2) * 2 - 1
     with sgt.patch():
-        traced = torch.jit.trace(lambda t, g: F.grid_sample(F.avg_pool2d(t, 2), g, align_corners=False), (x, grid))
-    assert counts == {"sg_avg_pool2d": 2, "sg_grid_sample": 2}  # the trace and its check
+        traced = torch.jit.trace(lambda t, g: F.grid_sample(F.avg_pool2d(t, 2), g, align_corners=False), (x, grid),
+                                 check_trace=False)  # (a check would call them again)
+    assert counts == {"sg_avg_pool2d": 1, "sg_grid_sample": 1}
     graph = str(traced.graph)
     assert "spatialgrad::avg_pool2d" in graph and "spatialgrad::grid_sampler_2d" in graph, graph
     assert "aten::avg_pool2d" not in graph and "aten::grid_sampler" not in graph, graph
