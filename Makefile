@@ -77,6 +77,7 @@ examples: install
 
 bench: install
 	$(PY) bench/compare.py
+	$(PY) bench/per_call.py
 
 # Each operator per call on tiny and small inputs through spatialgrad.torch against PyTorch's own, forward and
 # fwd+bwd (the fixed cost of a call); PER_CALL_ARGS passes options, e.g. PER_CALL_ARGS="--ops roi_align".
