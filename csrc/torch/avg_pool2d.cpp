@@ -72,7 +72,7 @@ at::Tensor call_with_pooling(const c10::TypedOperatorHandle<Sig>& op, AutogradCo
                  option(3).toBool(), option(4).toBool(), option(5).template toOptional<int64_t>());
 }
 
-struct Forward : torch::autograd::Function<Forward> {
+struct AvgPool2d : torch::autograd::Function<AvgPool2d> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, at::IntArrayRef kernel_size,
                             at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                             Divisor divisor_override) {
@@ -91,7 +91,7 @@ struct Forward : torch::autograd::Function<Forward> {
   }
 };
 
-struct Backward : torch::autograd::Function<Backward> {
+struct AvgPool2dBackward : torch::autograd::Function<AvgPool2dBackward> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& grad_output, const at::Tensor& input,
                             at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
                             bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
@@ -118,13 +118,13 @@ TORCH_LIBRARY_IMPL(spatialgrad, CPU, m) {
 TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
   m.impl("avg_pool2d", [](const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef stride,
                           at::IntArrayRef padding, bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
-    return Forward::apply(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+    return AvgPool2d::apply(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
   });
   m.impl("avg_pool2d_backward",
          [](const at::Tensor& grad_output, const at::Tensor& input, at::IntArrayRef kernel_size,
             at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
             Divisor divisor_override) {
-           return Backward::apply(grad_output, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+           return AvgPool2dBackward::apply(grad_output, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                                   divisor_override);
          });
 }

@@ -81,6 +81,16 @@ TensorView view_of(const at::Tensor& t, const char* op, const char* arg) {
   return TensorView(t.data_ptr(), dtype, t.sizes().vec(), t.strides().vec());
 }
 
+bool is_channels_last(const at::Tensor& t) {
+  return t.dim() == 4 && !t.is_contiguous() && t.is_contiguous(at::MemoryFormat::ChannelsLast);
+}
+
+TensorView nhwc_view_of(const at::Tensor& t, const char* op, const char* arg) {
+  const TensorView nchw = view_of(t, op, arg);
+  const auto nhwc = [](const std::vector<int64_t>& v) { return std::vector<int64_t>{v[0], v[2], v[3], v[1]}; };
+  return TensorView(nchw.raw_data(), nchw.dtype(), nhwc(nchw.sizes()), nhwc(nchw.strides()));
+}
+
 TensorView view_of(const c10::optional<at::Tensor>& t, const char* op, const char* arg) {
   return t.has_value() && t->defined() ? view_of(*t, op, arg) : TensorView();
 }

@@ -24,6 +24,10 @@ using torch::autograd::variable_list;
 // A view of `t` through its sizes and strides (no copy). A dtype without a TensorView counterpart, or a
 // tensor not on the CPU, raises a TypeError / ValueError-kind error naming op() and the argument.
 TensorView view_of(const at::Tensor& t, const char* op, const char* arg);
+// Whether a 4-D tensor is laid out channels_last (and not also contiguous): the kernels then run in NHWC.
+bool is_channels_last(const at::Tensor& t);
+// The (N, H, W, C) view of a 4-D (N, C, H, W) tensor: sizes and strides permuted, no copy.
+TensorView nhwc_view_of(const at::Tensor& t, const char* op, const char* arg);
 // An absent (or undefined) optional tensor is TensorView(): "zeros" for the kernels' cotangents.
 TensorView view_of(const c10::optional<at::Tensor>& t, const char* op, const char* arg);
 

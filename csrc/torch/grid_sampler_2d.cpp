@@ -91,7 +91,7 @@ void save_modes(AutogradContext* ctx, int64_t interpolation_mode, int64_t paddin
   save_options(ctx, {interpolation_mode, padding_mode, align_corners});
 }
 
-struct Forward : torch::autograd::Function<Forward> {
+struct GridSampler2d : torch::autograd::Function<GridSampler2d> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& grid,
                             int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
     save_modes(ctx, interpolation_mode, padding_mode, align_corners);
@@ -111,7 +111,7 @@ struct Forward : torch::autograd::Function<Forward> {
   }
 };
 
-struct Backward : torch::autograd::Function<Backward> {
+struct GridSampler2dBackward : torch::autograd::Function<GridSampler2dBackward> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& grad_output, const at::Tensor& input,
                                const at::Tensor& grid, int64_t interpolation_mode, int64_t padding_mode,
                                bool align_corners, std::array<bool, 2> output_mask) {
@@ -143,7 +143,7 @@ struct Backward : torch::autograd::Function<Backward> {
   }
 };
 
-struct DoubleBackward : torch::autograd::Function<DoubleBackward> {
+struct GridSampler2dDoubleBackward : torch::autograd::Function<GridSampler2dDoubleBackward> {
   static variable_list forward(AutogradContext* /*ctx*/, const OptionalTensor& grad_grad_input,
                                const OptionalTensor& grad_grad_grid, const at::Tensor& grad_output,
                                const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode,
@@ -171,12 +171,12 @@ TORCH_LIBRARY_IMPL(spatialgrad, CPU, m) {
 TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
   m.impl("grid_sampler_2d", [](const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode,
                                int64_t padding_mode, bool align_corners) {
-    return Forward::apply(input, grid, interpolation_mode, padding_mode, align_corners);
+    return GridSampler2d::apply(input, grid, interpolation_mode, padding_mode, align_corners);
   });
   m.impl("grid_sampler_2d_backward",
          [](const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& grid,
             int64_t interpolation_mode, int64_t padding_mode, bool align_corners, std::array<bool, 2> output_mask) {
-           const variable_list grad = in_places(Backward::apply(grad_output, input, grid, interpolation_mode,
+           const variable_list grad = in_places(GridSampler2dBackward::apply(grad_output, input, grid, interpolation_mode,
                                                                 padding_mode, align_corners, output_mask),
                                                 output_mask);
            return Pair(grad[0], grad[1]);
@@ -186,7 +186,7 @@ TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
             const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode, int64_t padding_mode,
             bool align_corners, std::array<bool, 3> output_mask) {
            const variable_list d =
-               in_places(DoubleBackward::apply(grad_grad_input, grad_grad_grid, grad_output, input, grid,
+               in_places(GridSampler2dDoubleBackward::apply(grad_grad_input, grad_grad_grid, grad_output, input, grid,
                                                interpolation_mode, padding_mode, align_corners, output_mask),
                          output_mask);
            return Triple(d[0], d[1], d[2]);

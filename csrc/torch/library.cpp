@@ -1,6 +1,7 @@
 // The operators of libspatialgrad_torch: this layer's one list of schemas (torch.ops.spatialgrad.<name>).
 // Arguments follow the operators users know: aten's avg_pool2d, upsample_bilinear2d.vec and grid_sampler_2d,
-// torchvision's roi_align, mmcv's ms_deform_attn_forward. Each operator's file registers its CPU and
+// torchvision's roi_align, mmcv's ms_deform_attn_forward (upsample_bilinear2d_backward adds the layout of grad_input:
+// None follows grad_output, as PyTorch does; the autograd kernel passes the forward input's). Each operator's file registers its CPU and
 // autograd kernels.
 #include <torch/library.h>
 
@@ -28,4 +29,8 @@ TORCH_LIBRARY(spatialgrad, m) {
   m.def("ms_deform_attn_double_backward(Tensor value, Tensor spatial_shapes, Tensor level_start_index, "
         "Tensor sampling_locations, Tensor attention_weights, Tensor grad_output, Tensor? grad_grad_value, "
         "Tensor? grad_grad_sampling_locations, Tensor? grad_grad_attention_weights) -> (Tensor, Tensor, Tensor, Tensor)");
+  m.def("upsample_bilinear2d(Tensor input, int[]? output_size, bool align_corners, float[]? scale_factors) "
+        "-> Tensor");
+  m.def("upsample_bilinear2d_backward(Tensor grad_output, int[]? output_size, int[] input_size, bool align_corners, "
+        "float[]? scale_factors, MemoryFormat? memory_format=None) -> Tensor");
 }

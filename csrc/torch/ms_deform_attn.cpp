@@ -100,7 +100,7 @@ using DoubleBackwardSig = Quadruple(const at::Tensor&, const at::Tensor&, const 
 
 OptionalTensor cotangent(const at::Tensor& grad) { return grad.defined() ? OptionalTensor(grad) : c10::nullopt; }
 
-struct Forward : torch::autograd::Function<Forward> {
+struct MsDeformAttn : torch::autograd::Function<MsDeformAttn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& value, const at::Tensor& spatial_shapes,
                             const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
                             const at::Tensor& attention_weights, int64_t im2col_step) {
@@ -117,7 +117,7 @@ struct Forward : torch::autograd::Function<Forward> {
   }
 };
 
-struct Backward : torch::autograd::Function<Backward> {
+struct MsDeformAttnBackward : torch::autograd::Function<MsDeformAttnBackward> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& value, const at::Tensor& spatial_shapes,
                                const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
                                const at::Tensor& attention_weights, const at::Tensor& grad_output,
@@ -142,7 +142,7 @@ struct Backward : torch::autograd::Function<Backward> {
   }
 };
 
-struct DoubleBackward : torch::autograd::Function<DoubleBackward> {
+struct MsDeformAttnDoubleBackward : torch::autograd::Function<MsDeformAttnDoubleBackward> {
   static variable_list forward(AutogradContext* /*ctx*/, const at::Tensor& value, const at::Tensor& spatial_shapes,
                                const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
                                const at::Tensor& attention_weights, const at::Tensor& grad_output,
@@ -173,14 +173,14 @@ TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
   m.impl("ms_deform_attn", [](const at::Tensor& value, const at::Tensor& spatial_shapes,
                               const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
                               const at::Tensor& attention_weights, int64_t im2col_step) {
-    return Forward::apply(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
+    return MsDeformAttn::apply(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
                           im2col_step);
   });
   m.impl("ms_deform_attn_backward",
          [](const at::Tensor& value, const at::Tensor& spatial_shapes, const at::Tensor& level_start_index,
             const at::Tensor& sampling_locations, const at::Tensor& attention_weights, const at::Tensor& grad_output,
             int64_t im2col_step) {
-           const variable_list g = Backward::apply(value, spatial_shapes, level_start_index, sampling_locations,
+           const variable_list g = MsDeformAttnBackward::apply(value, spatial_shapes, level_start_index, sampling_locations,
                                                    attention_weights, grad_output, im2col_step);
            return Triple(g[0], g[1], g[2]);
          });
@@ -189,7 +189,7 @@ TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
             const at::Tensor& sampling_locations, const at::Tensor& attention_weights, const at::Tensor& grad_output,
             const OptionalTensor& grad_grad_value, const OptionalTensor& grad_grad_sampling_locations,
             const OptionalTensor& grad_grad_attention_weights) {
-           const variable_list d = DoubleBackward::apply(value, spatial_shapes, level_start_index, sampling_locations,
+           const variable_list d = MsDeformAttnDoubleBackward::apply(value, spatial_shapes, level_start_index, sampling_locations,
                                                          attention_weights, grad_output, grad_grad_value,
                                                          grad_grad_sampling_locations, grad_grad_attention_weights);
            return Quadruple(d[0], d[1], d[2], d[3]);

@@ -63,7 +63,7 @@ void save_roi_options(AutogradContext* ctx, double spatial_scale, int64_t pooled
   save_options(ctx, {spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned, std::move(input_shape)});
 }
 
-struct Forward : torch::autograd::Function<Forward> {
+struct RoiAlign : torch::autograd::Function<RoiAlign> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& rois,
                             double spatial_scale, int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
                             bool aligned) {
@@ -86,7 +86,7 @@ struct Forward : torch::autograd::Function<Forward> {
   }
 };
 
-struct Backward : torch::autograd::Function<Backward> {
+struct RoiAlignBackward : torch::autograd::Function<RoiAlignBackward> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& grad, const at::Tensor& rois, double spatial_scale,
                             int64_t pooled_height, int64_t pooled_width, int64_t batch_size, int64_t channels,
                             int64_t height, int64_t width, int64_t sampling_ratio, bool aligned) {
@@ -118,13 +118,13 @@ TORCH_LIBRARY_IMPL(spatialgrad, CPU, m) {
 TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
   m.impl("roi_align", [](const at::Tensor& input, const at::Tensor& rois, double spatial_scale, int64_t pooled_height,
                          int64_t pooled_width, int64_t sampling_ratio, bool aligned) {
-    return Forward::apply(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned);
+    return RoiAlign::apply(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned);
   });
   m.impl("roi_align_backward",
          [](const at::Tensor& grad, const at::Tensor& rois, double spatial_scale, int64_t pooled_height,
             int64_t pooled_width, int64_t batch_size, int64_t channels, int64_t height, int64_t width,
             int64_t sampling_ratio, bool aligned) {
-           return Backward::apply(grad, rois, spatial_scale, pooled_height, pooled_width, batch_size, channels,
+           return RoiAlignBackward::apply(grad, rois, spatial_scale, pooled_height, pooled_width, batch_size, channels,
                                   height, width, sampling_ratio, aligned);
          });
 }

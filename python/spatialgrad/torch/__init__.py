@@ -175,6 +175,7 @@ _native_avg_pool2d = _native_operator("avg_pool2d")
 _native_roi_align = _native_operator("roi_align")
 _native_grid_sampler_2d = _native_operator("grid_sampler_2d")
 _native_ms_deform_attn = _native_operator("ms_deform_attn")
+_native_upsample_bilinear2d = _native_operator("upsample_bilinear2d")
 _INTERPOLATION = {"bilinear": 0, "nearest": 1, "bicubic": 2}  # aten's integers
 _PADDING = {"zeros": 0, "border": 1, "reflection": 2}
 
@@ -183,6 +184,8 @@ def _try_native(operator, *args) -> Optional[Tensor]:
     """operator(*args), or None where its schema does not take the arguments (or a tensor is not on the CPU):
     the Python path then runs, and raises today's error. (A function of its own: TorchScript parses the
     adapters, and has no try.)"""
+    if not _threads_followed:  # spatialgrad.get_num_threads() in a DataLoader worker, as on the Python path
+        _follow_torch_threads_in_workers()
     try:
         return operator(*args)
     except RuntimeError:
@@ -202,12 +205,14 @@ def _mode_number(name, numbers: dict) -> Optional[int]:
     return numbers.get(name) if isinstance(name, str) else None
 
 
-def _ints(value):
-    """An int as a one-entry list (the core's messages then echo what the user passed); lists and tuples as
-    they are; None as []."""
+def _ints(value, both: bool = False):
+    """A number as a one-entry list (the core's messages then echo what the user passed), or as two entries
+    with ``both``; lists and tuples as they are; None as [] (or None with ``both``: "not given")."""
     if value is None:
-        return []
-    return value if isinstance(value, (list, tuple)) else [value]
+        return None if both else []
+    if isinstance(value, (list, tuple)):
+        return value
+    return [value, value] if both else [value]
 
 
 def avg_pool2d(input: Tensor, kernel_size: BroadcastingList2[int], stride: Optional[BroadcastingList2[int]] = None,
@@ -286,6 +291,12 @@ def upsample_bilinear2d(input: Tensor, size: Optional[BroadcastingList2[int]] = 
         sh, sw = (scale_factor, scale_factor) if not isinstance(scale_factor, (tuple, list)) else scale_factor
         size = (int(math.floor(input.shape[2] * sh)), int(math.floor(input.shape[3] * sw)))
         scale_factor = None
+    if native and _strict.chip is None and (size is not None or scale_factor is not None):
+        # The operator computes a channels_last input in NHWC (and returns channels_last), as below.
+        out = _try_native(_native_upsample_bilinear2d, input, _ints(size, both=True), bool(align_corners),
+                          None if scale_factor is None else _ints(scale_factor))
+        if out is not None:
+            return out
     options = dict(output_size=size, scale_factor=scale_factor, align_corners=bool(align_corners))
     channels_last = not input.is_contiguous() and input.is_contiguous(memory_format=torch.channels_last)
     if channels_last:
