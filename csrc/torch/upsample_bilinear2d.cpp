@@ -117,7 +117,9 @@ c10::optional<std::vector<double>> saved_scales(AutogradContext* ctx) {
 struct UpsampleBilinear2d : torch::autograd::Function<UpsampleBilinear2d> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, Sizes output_size, bool align_corners,
                             Scales scale_factors) {
-    at::Tensor out = forward_cpu(input, output_size, align_corners, scale_factors);
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
+    const at::Tensor out =
+        SG_OPERATOR("upsample_bilinear2d", ForwardSig).call(input, output_size, align_corners, scale_factors);
     save_sampling(ctx, {out.size(2), out.size(3)}, align_corners, scale_factors, input.sizes().vec());
     ctx->saved_data["channels_last"] = is_channels_last(input);  // grad_input laid out as the input
     return out;
@@ -140,7 +142,9 @@ struct UpsampleBilinear2dBackward : torch::autograd::Function<UpsampleBilinear2d
                             at::IntArrayRef input_size, bool align_corners, Scales scale_factors,
                             Format memory_format) {
     save_sampling(ctx, {grad_output.size(-2), grad_output.size(-1)}, align_corners, scale_factors, {});
-    return backward_cpu(grad_output, output_size, input_size, align_corners, scale_factors, memory_format);
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
+    return SG_OPERATOR("upsample_bilinear2d_backward", BackwardSig)
+        .call(grad_output, output_size, input_size, align_corners, scale_factors, memory_format);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
