@@ -284,7 +284,7 @@ def upsample_bilinear2d(input: Tensor, size: Optional[BroadcastingList2[int]] = 
     """
     if torch.jit.is_scripting():
         return _upsample_bilinear2d_from_script(input, size, scale_factor, align_corners, recompute_scale_factor)
-    if input.dim() != 4:
+    if isinstance(input, torch.Tensor) and input.dim() != 4:  # (torch.fx's Proxy: checked when the graph runs)
         raise ValueError(f"spatialgrad.torch.upsample_bilinear2d(): expected a 4-D input, but got {input.dim()}-D")
     if recompute_scale_factor and scale_factor is not None:
         # PyTorch then derives the size and uses the size ratio for the coordinates.
@@ -502,10 +502,12 @@ def ms_deform_attn_reference(value: torch.Tensor, spatial_shapes: torch.Tensor, 
     return out.view(bs, heads * channels, queries).transpose(1, 2).contiguous()
 
 
-# torch.fx: symbolic tracing records each adapter as one leaf call (as torchvision does for roi_align) instead
-# of tracing into it, where NumPy cannot take Proxy arguments.
-for _operator in _registry.OPERATORS:
-    torch.fx.wrap(_operator.name)
+# torch.fx: with the native operators, symbolic tracing goes through the adapters and records their
+# torch.ops.spatialgrad.* calls. Without them it records each adapter as one leaf call (as torchvision does for
+# roi_align) instead of tracing into it, where NumPy cannot take Proxy arguments.
+if not native:
+    for _operator in _registry.OPERATORS:
+        torch.fx.wrap(_operator.name)
 
 from . import nn  # noqa: E402  (modules built on the functions above)
 from ._patch import OPERATORS, patch  # noqa: E402
