@@ -61,6 +61,16 @@ def test_vjp_of_vmap(op):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("op", OPERATORS)
+def test_vmap_of_grad_of_another_input(op):
+    """The operator's batched inputs need no gradient inside functorch.grad (taken with respect to a weight):
+    the autograd kernel must still hand them on to the batching kernel."""
+    function, batched = batched_inputs(op)
+    weight = torch.rand_like(per_sample(function, batched)[0])
+    got = functorch.vmap(lambda *inputs: functorch.grad(lambda w: (w * function(*inputs)).sum())(weight))(*batched)
+    assert torch.equal(got, per_sample(function, batched))
+
+
 def test_every_operator_has_a_batching_kernel():
     """csrc/torch/batching.cpp names each operator: a new one without an entry would run functorch's logging
     fallback."""
