@@ -44,25 +44,28 @@ class DeployModel(nn.Module):
         self.head = nn.Linear(width, 3)
         self.register_buffer("shapes", torch.tensor([[IMAGE, IMAGE], [IMAGE // 2, IMAGE // 2]]))
         self.register_buffer("starts", torch.tensor([0, IMAGE * IMAGE]))
+        # (TorchScript reads module attributes, not Python globals)
+        self.image, self.objects, self.heads, self.channels = IMAGE, OBJECTS, HEADS, CHANNELS
+        self.levels, self.points = LEVELS, POINTS
 
     def forward(self, images: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
         batch = images.shape[0]
         fine = F.relu(self.stem(images))
         coarse = sgt.avg_pool2d(fine, 2)
-        features = fine + sgt.upsample_bilinear2d(coarse, [IMAGE, IMAGE], None, False)
+        features = fine + sgt.upsample_bilinear2d(coarse, [self.image, self.image], None, False)
         theta = torch.eye(2, 3, dtype=images.dtype) + self.warp
         grid = F.affine_grid(theta.expand(batch, 2, 3), list(features.shape), align_corners=False)
         warped = sgt.grid_sample(features, grid, "bilinear", "zeros", False)
         rois = sgt.roi_align(warped, boxes, [4, 4], 1.0, 2, True)
-        queries = torch.tanh(self.query(rois.flatten(1))).view(batch, OBJECTS, -1)
+        queries = torch.tanh(self.query(rois.flatten(1))).view(batch, self.objects, -1)
         # Two value levels (the warped map and the pooled one), flattened to (bs, S, nH, C).
         value = torch.cat([self.value(warped).flatten(2), self.value(coarse).flatten(2)], dim=2)
-        value = value.transpose(1, 2).reshape(batch, -1, HEADS, CHANNELS)
-        centres = ((boxes[:, 1:3] + boxes[:, 3:5]) / 2 / IMAGE).view(batch, OBJECTS, 1, 1, 1, 2)
-        offsets = self.offsets(queries).view(batch, OBJECTS, HEADS, LEVELS, POINTS, 2)
-        weights = self.weights(queries).view(batch, OBJECTS, HEADS, LEVELS * POINTS).softmax(-1)
+        value = value.transpose(1, 2).reshape(batch, -1, self.heads, self.channels)
+        centres = ((boxes[:, 1:3] + boxes[:, 3:5]) / 2 / self.image).view(batch, self.objects, 1, 1, 1, 2)
+        offsets = self.offsets(queries).view(batch, self.objects, self.heads, self.levels, self.points, 2)
+        weights = self.weights(queries).view(batch, self.objects, self.heads, self.levels * self.points).softmax(-1)
         attended = sgt.ms_deform_attn(value, self.shapes, self.starts, centres + 0.1 * torch.tanh(offsets),
-                                      weights.view(batch, OBJECTS, HEADS, LEVELS, POINTS))
+                                      weights.view(batch, self.objects, self.heads, self.levels, self.points))
         return self.head(attended)
 
 

@@ -529,10 +529,71 @@ def _script_fallback(adapter: Callable[..., Tensor]) -> Callable[..., Tensor]:
     return from_script
 
 
+# ---- what the adapters' `is_scripting()` branches call with the native operators: TorchScript compiles these
+# functions into the scripted model, which then calls torch.ops.spatialgrad.* and runs without Python (a
+# torch.jit.save file loads wherever libspatialgrad_torch is loaded). Their arguments arrive as the adapters'
+# annotations say (an int or a pair as a list of two); the operators check them.
+
+def _avg_pool2d_native_script(input: Tensor, kernel_size: List[int], stride: Optional[List[int]],
+                              padding: List[int], ceil_mode: bool, count_include_pad: bool,
+                              divisor_override: Optional[int]) -> Tensor:
+    no_stride: List[int] = []  # (the operator's default: the kernel size)
+    return torch.ops.spatialgrad.avg_pool2d(input, kernel_size, no_stride if stride is None else stride, padding,
+                                            ceil_mode, count_include_pad, divisor_override)
+
+
+def _upsample_bilinear2d_native_script(input: Tensor, size: Optional[List[int]], scale_factor: Optional[List[float]],
+                                       align_corners: Optional[bool],
+                                       recompute_scale_factor: Optional[bool]) -> Tensor:
+    if recompute_scale_factor is not None and recompute_scale_factor and scale_factor is not None:
+        # PyTorch then derives the size and uses the size ratio for the coordinates (as the adapter does).
+        size = [int(math.floor(input.size(2) * scale_factor[0])), int(math.floor(input.size(3) * scale_factor[1]))]
+        scale_factor = None
+    return torch.ops.spatialgrad.upsample_bilinear2d(input, size, align_corners is not None and align_corners,
+                                                     scale_factor)
+
+
+def _mode_index(names: List[str], name: str, argument: str) -> int:
+    """aten's integer of a mode: its index in `names`."""
+    for index, known in enumerate(names):
+        if known == name:
+            return index
+    expected = ", ".join([f"'{known}' ({index})" for index, known in enumerate(names)])
+    raise ValueError(f"grid_sample(): expected {argument} to be one of {expected}, but got '{name}'")
+
+
+def _grid_sample_native_script(input: Tensor, grid: Tensor, mode: str, padding_mode: str,
+                               align_corners: Optional[bool]) -> Tensor:
+    return torch.ops.spatialgrad.grid_sampler_2d(input, grid, _mode_index(["bilinear", "nearest", "bicubic"], mode, "mode"),
+                                                 _mode_index(["zeros", "border", "reflection"], padding_mode,
+                                                             "padding_mode"),
+                                                 align_corners is not None and align_corners)
+
+
+def _roi_align_native_script(input: Tensor, boxes: Union[Tensor, List[Tensor]], output_size: List[int],
+                             spatial_scale: float, sampling_ratio: int, aligned: bool) -> Tensor:
+    if isinstance(boxes, Tensor):
+        rois = boxes
+    else:  # torchvision's list of (L_i, 4) tensors, one per image: (K, 5) rows with the image index first
+        rows = [torch.cat([torch.full([b.size(0), 1], float(i), dtype=b.dtype), b], dim=1) for i, b in enumerate(boxes)]
+        rois = torch.cat(rows, dim=0) if len(rows) > 0 else torch.zeros([0, 5], dtype=input.dtype)
+    return torch.ops.spatialgrad.roi_align(input, rois, spatial_scale, output_size[0], output_size[1], sampling_ratio,
+                                           aligned)
+
+
+def _ms_deform_attn_native_script(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
+                                  sampling_locations: Tensor, attention_weights: Tensor, im2col_step: int) -> Tensor:
+    return torch.ops.spatialgrad.ms_deform_attn(value, spatial_shapes, level_start_index,
+                                                sampling_locations.to(value.dtype), attention_weights.to(value.dtype),
+                                                im2col_step)
+
+
 # TorchScript: a scripted function or module calling an adapter compiles only its `is_scripting()` branch,
-# which calls `_<name>_from_script` (torch.jit.ignore: TorchScript calls back into Python, where the adapter
-# runs in eager mode). Scripted models therefore work in Python; saved with torch.jit.save, they cannot run
-# these calls outside Python.
+# which calls `_<name>_from_script`: with the native operators, the function above; without them the adapter
+# itself, ignored by TorchScript (torch.jit.ignore: TorchScript calls back into Python, where the adapter runs in
+# eager mode), so such scripted models work in Python but, saved with torch.jit.save, cannot run these calls
+# outside Python.
 for _operator in _registry.OPERATORS:
-    globals()[f"_{_operator.name}_from_script"] = _script_fallback(globals()[_operator.name])
+    globals()[f"_{_operator.name}_from_script"] = (globals()[f"_{_operator.name}_native_script"] if native
+                                                   else _script_fallback(globals()[_operator.name]))
 del _operator
