@@ -6,9 +6,9 @@
 // - fold: the operators whose every image-like tensor argument leads with the image batch (N) and treats the
 //   images independently (the image operators and ms_deform_attn, forwards and backwards) get the vmapped
 //   dimension folded into N: one call of B * N images (an input_size argument says B * N too), whose result
-//   is unfolded. Arguments not batched at this
-//   level are expanded (a view); shared arguments (ms_deform_attn's spatial_shapes, level_start_index) stay as
-//   they are, and if they are batched the call loops instead.
+//   is unfolded. Arguments not batched at this level are expanded to the B samples; shared arguments
+//   (ms_deform_attn's spatial_shapes, level_start_index) stay as they are, and if they are batched the call
+//   loops instead.
 // - loop: the others (roi_align, whose boxes carry batch indices, and shared arguments batched) call the
 //   operator once per sample and stack the results, as functorch's fallback does, without the log line.
 // Each image is computed by the same kernel either way, so the bits match per-sample calls.
@@ -48,7 +48,8 @@ Unwrapped unwrap(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   call.batched.assign(call.arguments.size(), false);
   for (size_t i = 0; i < call.arguments.size(); ++i) {
     c10::IValue& argument = call.arguments[i];
-    TORCH_CHECK(!argument.isTensorList(), op.schema().name(), "(): vmap of a tensor-list argument is not supported");
+    TORCH_CHECK(!argument.isTensorList(), op.schema().name(), "(): expected tensor arguments under vmap, but got a "
+                "tensor list");
     const auto* batched = argument.isTensor() ? batched_at(argument.toTensor(), call.level) : nullptr;
     if (batched == nullptr) {
       continue;

@@ -3,6 +3,7 @@ with save and load (in a fresh process that never imports spatialgrad), patch() 
 import io
 import os
 import warnings
+from typing import List
 
 import pytest
 
@@ -96,6 +97,28 @@ def test_script_graph_calls_the_operators_not_python():
     for op in OPERATORS:
         assert f"spatialgrad::{op}" in graph, graph
     assert "prim::PythonOp" not in graph and "_from_script" not in graph, graph
+
+
+@torch.jit.script
+def scripted_argument_forms(x: torch.Tensor, boxes: List[torch.Tensor], grid: torch.Tensor, mode: str):
+    return (sgt.roi_align(x, boxes, 2, 0.5, 2, False), sgt.upsample_bilinear2d(x, None, 1.7, False, True),
+            sgt.avg_pool2d(x, 3, None, 1), sgt.grid_sample(x, grid, mode, "reflection", True))
+
+
+def test_scripted_argument_forms_match_eager():
+    """The native script branches convert what the adapters accept: boxes as a list per image, a recomputed
+    scale factor, stride None, mode names (an unknown one raises the adapter's message)."""
+    x = torch.rand(2, 3, 8, 8)
+    boxes = [torch.tensor([[1.0, 1.0, 6.0, 5.0]]), torch.tensor([[0.0, 2.0, 7.0, 7.0], [2.0, 2.0, 4.0, 5.0]])]
+    grid = torch.rand(2, 3, 4, 2) * 2 - 1
+    expected = (sgt.roi_align(x, boxes, 2, 0.5, 2, False),
+                sgt.upsample_bilinear2d(x, scale_factor=1.7, align_corners=False, recompute_scale_factor=True),
+                sgt.avg_pool2d(x, 3, None, 1), sgt.grid_sample(x, grid, "bicubic", "reflection", True))
+    for got, want in zip(scripted_argument_forms(x, boxes, grid, "bicubic"), expected):
+        assert torch.equal(got, want)
+    with pytest.raises(Exception, match=r"grid_sample\(\): expected mode to be one of 'bilinear' \(0\), "
+                                        r"'nearest' \(1\), 'bicubic' \(2\), but got 'cubic'"):
+        scripted_argument_forms(x, boxes, grid, "cubic")
 
 
 FRESH_PROCESS = """

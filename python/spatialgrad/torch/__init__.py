@@ -564,9 +564,9 @@ def _mode_index(names: List[str], name: str, argument: str) -> int:
 
 def _grid_sample_native_script(input: Tensor, grid: Tensor, mode: str, padding_mode: str,
                                align_corners: Optional[bool]) -> Tensor:
-    return torch.ops.spatialgrad.grid_sampler_2d(input, grid, _mode_index(["bilinear", "nearest", "bicubic"], mode, "mode"),
-                                                 _mode_index(["zeros", "border", "reflection"], padding_mode,
-                                                             "padding_mode"),
+    interpolation = _mode_index(["bilinear", "nearest", "bicubic"], mode, "mode")
+    padding = _mode_index(["zeros", "border", "reflection"], padding_mode, "padding_mode")
+    return torch.ops.spatialgrad.grid_sampler_2d(input, grid, interpolation, padding,
                                                  align_corners is not None and align_corners)
 
 
@@ -575,7 +575,8 @@ def _roi_align_native_script(input: Tensor, boxes: Union[Tensor, List[Tensor]], 
     if isinstance(boxes, Tensor):
         rois = boxes
     else:  # torchvision's list of (L_i, 4) tensors, one per image: (K, 5) rows with the image index first
-        rows = [torch.cat([torch.full([b.size(0), 1], float(i), dtype=b.dtype), b], dim=1) for i, b in enumerate(boxes)]
+        rows = [torch.cat([torch.full([b.size(0), 1], float(i), dtype=b.dtype), b], dim=1)
+                for i, b in enumerate(boxes)]
         rois = torch.cat(rows, dim=0) if len(rows) > 0 else torch.zeros([0, 5], dtype=input.dtype)
     return torch.ops.spatialgrad.roi_align(input, rois, spatial_scale, output_size[0], output_size[1], sampling_ratio,
                                            aligned)
