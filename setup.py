@@ -42,8 +42,8 @@ class CMakeBuild(build_ext):
         targets = subprocess.run(["cmake", "--build", str(build_dir), "--target", "help"], check=True,
                                  capture_output=True, text=True).stdout
         if "spatialgrad_torch" in targets:  # configured only where find_package(Torch) succeeded
-            subprocess.run(["cmake", "--build", str(build_dir), "--target", "spatialgrad_torch", "-j", jobs],
-                           check=True)
+            subprocess.run(["cmake", "--build", str(build_dir), "--target", "spatialgrad_torch", "_torch_ops", "-j",
+                            jobs], check=True)
         if not target.exists():
             raise RuntimeError(f"CMake did not produce {target}")
 

@@ -53,8 +53,6 @@ at::Tensor backward_cpu(const at::Tensor& grad_output, const at::Tensor& input, 
   return grad_input.tensor;
 }
 
-using ForwardSig = at::Tensor(const at::Tensor&, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, bool,
-                              Divisor);
 using BackwardSig = at::Tensor(const at::Tensor&, const at::Tensor&, at::IntArrayRef, at::IntArrayRef,
                                at::IntArrayRef, bool, bool, Divisor);
 
@@ -103,7 +101,7 @@ struct AvgPool2dBackward : torch::autograd::Function<AvgPool2dBackward> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     variable_list result(8);  // input lends only its shape: no gradient
-    result[0] = call_with_pooling(SG_OPERATOR("avg_pool2d", ForwardSig), ctx, grads[0]);
+    result[0] = call_with_pooling(SG_OPERATOR("avg_pool2d", signature::AvgPool2d), ctx, grads[0]);
     return result;
   }
 };
@@ -118,13 +116,13 @@ TORCH_LIBRARY_IMPL(spatialgrad, CPU, m) {
 TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
   m.impl("avg_pool2d", [](const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef stride,
                           at::IntArrayRef padding, bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
-    return AvgPool2d::apply(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+    return apply_or_compute<AvgPool2d>(forward_cpu, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
   });
   m.impl("avg_pool2d_backward",
          [](const at::Tensor& grad_output, const at::Tensor& input, at::IntArrayRef kernel_size,
             at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
             Divisor divisor_override) {
-           return AvgPool2dBackward::apply(grad_output, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+           return apply_or_compute<AvgPool2dBackward>(backward_cpu, grad_output, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                                   divisor_override);
          });
 }

@@ -53,6 +53,25 @@ const c10::IValue& saved_option(AutogradContext* ctx, size_t index);
 variable_list computed_only(const variable_list& outputs);
 variable_list in_places(const variable_list& values, c10::ArrayRef<bool> computed);
 
+// Whether a call with these arguments records an autograd graph: grad mode on and a tensor argument requiring grad.
+inline bool requires_grad_of(const at::Tensor& t) { return t.defined() && t.requires_grad(); }
+inline bool requires_grad_of(const c10::optional<at::Tensor>& t) { return t.has_value() && requires_grad_of(*t); }
+template <class T>
+bool requires_grad_of(const T& /*not a tensor*/) {
+  return false;
+}
+template <class... Args>
+bool records_graph(const Args&... args) {
+  return at::GradMode::is_enabled() && (requires_grad_of(args) || ...);
+}
+
+// An autograd kernel's call: Function::apply when it records a graph, else the CPU kernel itself (no node, no
+// saved options: a call without gradients costs what the CPU kernel costs).
+template <class Function, class Kernel, class... Args>
+at::Tensor apply_or_compute(const Kernel& kernel, const Args&... args) {
+  return records_graph(args...) ? Function::apply(args...) : kernel(args...);
+}
+
 // The RuntimeError of differentiating a second-order kernel (`kernel`, of the operator `forward`).
 [[noreturn]] void raise_no_third_order(const char* kernel, const char* forward);
 
@@ -63,6 +82,19 @@ variable_list in_places(const variable_list& values, c10::ArrayRef<bool> compute
 // What runs the kernels' tasks inside PyTorch: its intra-op pool (at::parallel_for), except in a forked
 // child, where spatialgrad's own pool does (OpenMP's threads do not survive fork()).
 Executor& torch_executor();
+
+// The C++ signatures of the forwards' schemas (library.cpp), for typed calls through the dispatcher: the
+// linear operators' backwards call their forward, and spatialgrad._torch_ops (python.cpp) calls all five.
+namespace signature {
+using AvgPool2d = at::Tensor(const at::Tensor&, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, bool,
+                             c10::optional<int64_t>);
+using RoiAlign = at::Tensor(const at::Tensor&, const at::Tensor&, double, int64_t, int64_t, int64_t, bool);
+using UpsampleBilinear2d = at::Tensor(const at::Tensor&, c10::optional<at::IntArrayRef>, bool,
+                                      c10::optional<c10::ArrayRef<double>>);
+using GridSampler2d = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, int64_t, bool);
+using MsDeformAttn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                const at::Tensor&, int64_t);
+}  // namespace signature
 
 // Runs one call into the core on torch_executor() with at::get_num_threads() tasks (torch.set_num_threads
 // controls it; NumPy calls on other threads keep spatialgrad's pool and count), with spatialgrad's errors

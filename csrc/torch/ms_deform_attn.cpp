@@ -173,13 +173,17 @@ TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
   m.impl("ms_deform_attn", [](const at::Tensor& value, const at::Tensor& spatial_shapes,
                               const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
                               const at::Tensor& attention_weights, int64_t im2col_step) {
-    return MsDeformAttn::apply(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
+    return apply_or_compute<MsDeformAttn>(forward_cpu, value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
                           im2col_step);
   });
   m.impl("ms_deform_attn_backward",
          [](const at::Tensor& value, const at::Tensor& spatial_shapes, const at::Tensor& level_start_index,
             const at::Tensor& sampling_locations, const at::Tensor& attention_weights, const at::Tensor& grad_output,
             int64_t im2col_step) {
+           if (!records_graph(value, sampling_locations, attention_weights, grad_output)) {
+             return backward_cpu(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
+                                 grad_output, im2col_step);
+           }
            const variable_list g = MsDeformAttnBackward::apply(value, spatial_shapes, level_start_index, sampling_locations,
                                                    attention_weights, grad_output, im2col_step);
            return Triple(g[0], g[1], g[2]);
@@ -189,6 +193,12 @@ TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
             const at::Tensor& sampling_locations, const at::Tensor& attention_weights, const at::Tensor& grad_output,
             const OptionalTensor& grad_grad_value, const OptionalTensor& grad_grad_sampling_locations,
             const OptionalTensor& grad_grad_attention_weights) {
+           if (!records_graph(value, sampling_locations, attention_weights, grad_output, grad_grad_value,
+                              grad_grad_sampling_locations, grad_grad_attention_weights)) {
+             return double_backward_cpu(value, spatial_shapes, level_start_index, sampling_locations,
+                                        attention_weights, grad_output, grad_grad_value, grad_grad_sampling_locations,
+                                        grad_grad_attention_weights);
+           }
            const variable_list d = MsDeformAttnDoubleBackward::apply(value, spatial_shapes, level_start_index, sampling_locations,
                                                          attention_weights, grad_output, grad_grad_value,
                                                          grad_grad_sampling_locations, grad_grad_attention_weights);

@@ -53,7 +53,6 @@ at::Tensor backward_cpu(const at::Tensor& grad, const at::Tensor& rois, double s
   return grad_input.tensor;
 }
 
-using ForwardSig = at::Tensor(const at::Tensor&, const at::Tensor&, double, int64_t, int64_t, int64_t, bool);
 using BackwardSig = at::Tensor(const at::Tensor&, const at::Tensor&, double, int64_t, int64_t, int64_t, int64_t,
                                int64_t, int64_t, int64_t, bool);
 
@@ -101,7 +100,7 @@ struct RoiAlignBackward : torch::autograd::Function<RoiAlignBackward> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto option = [ctx](size_t i) { return saved_option(ctx, i); };
     variable_list result(11);
-    result[0] = SG_OPERATOR("roi_align", ForwardSig)
+    result[0] = SG_OPERATOR("roi_align", signature::RoiAlign)
                     .call(grads[0], ctx->get_saved_variables()[0], option(0).toDouble(), option(1).toInt(),
                           option(2).toInt(), option(3).toInt(), option(4).toBool());
     return result;
@@ -118,13 +117,13 @@ TORCH_LIBRARY_IMPL(spatialgrad, CPU, m) {
 TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
   m.impl("roi_align", [](const at::Tensor& input, const at::Tensor& rois, double spatial_scale, int64_t pooled_height,
                          int64_t pooled_width, int64_t sampling_ratio, bool aligned) {
-    return RoiAlign::apply(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned);
+    return apply_or_compute<RoiAlign>(forward_cpu, input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned);
   });
   m.impl("roi_align_backward",
          [](const at::Tensor& grad, const at::Tensor& rois, double spatial_scale, int64_t pooled_height,
             int64_t pooled_width, int64_t batch_size, int64_t channels, int64_t height, int64_t width,
             int64_t sampling_ratio, bool aligned) {
-           return RoiAlignBackward::apply(grad, rois, spatial_scale, pooled_height, pooled_width, batch_size, channels,
+           return apply_or_compute<RoiAlignBackward>(backward_cpu, grad, rois, spatial_scale, pooled_height, pooled_width, batch_size, channels,
                                   height, width, sampling_ratio, aligned);
          });
 }

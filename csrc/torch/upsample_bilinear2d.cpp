@@ -97,7 +97,6 @@ at::Tensor backward_cpu(const at::Tensor& grad_output, Sizes output_size, at::In
   return grad_input.tensor;
 }
 
-using ForwardSig = at::Tensor(const at::Tensor&, Sizes, bool, Scales);
 using Format = c10::optional<at::MemoryFormat>;
 using BackwardSig = at::Tensor(const at::Tensor&, Sizes, at::IntArrayRef, bool, Scales, Format);
 
@@ -150,7 +149,7 @@ struct UpsampleBilinear2dBackward : torch::autograd::Function<UpsampleBilinear2d
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto scales = saved_scales(ctx);
     variable_list result(6);
-    result[0] = SG_OPERATOR("upsample_bilinear2d", ForwardSig)
+    result[0] = SG_OPERATOR("upsample_bilinear2d", signature::UpsampleBilinear2d)
                     .call(grads[0], saved_option(ctx, 0).toIntVector(), saved_option(ctx, 1).toBool(),
                           scales ? Scales(*scales) : c10::nullopt);
     return result;
@@ -167,12 +166,12 @@ TORCH_LIBRARY_IMPL(spatialgrad, CPU, m) {
 TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
   m.impl("upsample_bilinear2d", [](const at::Tensor& input, Sizes output_size, bool align_corners,
                                    Scales scale_factors) {
-    return UpsampleBilinear2d::apply(input, output_size, align_corners, scale_factors);
+    return apply_or_compute<UpsampleBilinear2d>(forward_cpu, input, output_size, align_corners, scale_factors);
   });
   m.impl("upsample_bilinear2d_backward",
          [](const at::Tensor& grad_output, Sizes output_size, at::IntArrayRef input_size, bool align_corners,
             Scales scale_factors, Format memory_format) {
-           return UpsampleBilinear2dBackward::apply(grad_output, output_size, input_size, align_corners,
+           return apply_or_compute<UpsampleBilinear2dBackward>(backward_cpu, grad_output, output_size, input_size, align_corners,
                                                     scale_factors, memory_format);
          });
 }
