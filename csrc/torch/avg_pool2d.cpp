@@ -77,7 +77,7 @@ struct AvgPool2d : torch::autograd::Function<AvgPool2d> {
     save_pooling(ctx, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
     ctx->save_for_backward({input});  // its shape and dtype
     const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
-    return SG_OPERATOR("avg_pool2d", ForwardSig)
+    return SG_OPERATOR("avg_pool2d", signature::AvgPool2d)
         .call(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
   }
 

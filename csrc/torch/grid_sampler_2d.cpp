@@ -81,7 +81,6 @@ Triple double_backward_cpu(const OptionalTensor& grad_grad_input, const Optional
   return {d_grad_output.tensor, d_input.tensor, d_grid.tensor};
 }
 
-using ForwardSig = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, int64_t, bool);
 using BackwardSig = Pair(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, int64_t, bool,
                          std::array<bool, 2>);
 using DoubleBackwardSig = Triple(const OptionalTensor&, const OptionalTensor&, const at::Tensor&, const at::Tensor&,
@@ -97,7 +96,7 @@ struct GridSampler2d : torch::autograd::Function<GridSampler2d> {
     save_modes(ctx, interpolation_mode, padding_mode, align_corners);
     ctx->save_for_backward({input, grid});
     const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
-    return SG_OPERATOR("grid_sampler_2d", ForwardSig)
+    return SG_OPERATOR("grid_sampler_2d", signature::GridSampler2d)
         .call(input, grid, interpolation_mode, padding_mode, align_corners);
   }
 

@@ -90,8 +90,6 @@ Quadruple double_backward_cpu(const at::Tensor& value, const at::Tensor& spatial
   return {d_value.tensor, d_locations.tensor, d_weights.tensor, d_grad_output.tensor};
 }
 
-using ForwardSig = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                              const at::Tensor&, int64_t);
 using BackwardSig = Triple(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
                            const at::Tensor&, const at::Tensor&, int64_t);
 using DoubleBackwardSig = Quadruple(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
@@ -106,7 +104,7 @@ struct MsDeformAttn : torch::autograd::Function<MsDeformAttn> {
                             const at::Tensor& attention_weights, int64_t im2col_step) {
     ctx->save_for_backward({value, spatial_shapes, level_start_index, sampling_locations, attention_weights});
     const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
-    return SG_OPERATOR("ms_deform_attn", ForwardSig)
+    return SG_OPERATOR("ms_deform_attn", signature::MsDeformAttn)
         .call(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, im2col_step);
   }
 

@@ -69,7 +69,7 @@ struct RoiAlign : torch::autograd::Function<RoiAlign> {
     save_roi_options(ctx, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned, input.sizes().vec());
     ctx->save_for_backward({rois});
     const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
-    return SG_OPERATOR("roi_align", ForwardSig)
+    return SG_OPERATOR("roi_align", signature::RoiAlign)
         .call(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned);
   }
 

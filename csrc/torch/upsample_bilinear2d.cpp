@@ -118,7 +118,7 @@ struct UpsampleBilinear2d : torch::autograd::Function<UpsampleBilinear2d> {
                             Scales scale_factors) {
     const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
     const at::Tensor out =
-        SG_OPERATOR("upsample_bilinear2d", ForwardSig).call(input, output_size, align_corners, scale_factors);
+        SG_OPERATOR("upsample_bilinear2d", signature::UpsampleBilinear2d).call(input, output_size, align_corners, scale_factors);
     save_sampling(ctx, {out.size(2), out.size(3)}, align_corners, scale_factors, input.sizes().vec());
     ctx->saved_data["channels_last"] = is_channels_last(input);  // grad_input laid out as the input
     return out;
