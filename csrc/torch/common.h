@@ -65,11 +65,31 @@ bool records_graph(const Args&... args) {
   return at::GradMode::is_enabled() && (requires_grad_of(args) || ...);
 }
 
-// An autograd kernel's call: Function::apply when it records a graph, else the CPU kernel itself (no node, no
-// saved options: a call without gradients costs what the CPU kernel costs).
+// Tensors the CPU kernel cannot read: functorch's wrappers (vmap's BatchedTensor, the TensorWrapper of grad and
+// vjp) and Python tensor subclasses reach their handling through the dispatcher, which the autograd Functions'
+// forwards call below autograd.
+inline bool needs_dispatch_of(const at::Tensor& t) {
+  const c10::DispatchKeySet wrappers(
+      {c10::DispatchKey::FuncTorchBatched, c10::DispatchKey::FuncTorchGradWrapper, c10::DispatchKey::Python});
+  return t.defined() && t.key_set().has_any(wrappers);
+}
+inline bool needs_dispatch_of(const c10::optional<at::Tensor>& t) { return t.has_value() && needs_dispatch_of(*t); }
+template <class T>
+bool needs_dispatch_of(const T& /*not a tensor*/) {
+  return false;
+}
+
+// Whether an autograd kernel may call the CPU kernel itself: no graph to record and plain tensors.
+template <class... Args>
+bool computes_directly(const Args&... args) {
+  return !records_graph(args...) && !(needs_dispatch_of(args) || ...);
+}
+
+// An autograd kernel's call: the CPU kernel itself when it computes directly (no node, no saved options: a call
+// without gradients costs what the CPU kernel costs), else Function::apply.
 template <class Function, class Kernel, class... Args>
 at::Tensor apply_or_compute(const Kernel& kernel, const Args&... args) {
-  return records_graph(args...) ? Function::apply(args...) : kernel(args...);
+  return computes_directly(args...) ? kernel(args...) : Function::apply(args...);
 }
 
 // The RuntimeError of differentiating a second-order kernel (`kernel`, of the operator `forward`).

@@ -175,7 +175,7 @@ TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
   m.impl("grid_sampler_2d_backward",
          [](const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& grid,
             int64_t interpolation_mode, int64_t padding_mode, bool align_corners, std::array<bool, 2> output_mask) {
-           if (!records_graph(grad_output, input, grid)) {
+           if (computes_directly(grad_output, input, grid)) {
              return backward_cpu(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask);
            }
            const variable_list grad = in_places(GridSampler2dBackward::apply(grad_output, input, grid, interpolation_mode,
@@ -187,7 +187,7 @@ TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
          [](const OptionalTensor& grad_grad_input, const OptionalTensor& grad_grad_grid, const at::Tensor& grad_output,
             const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode, int64_t padding_mode,
             bool align_corners, std::array<bool, 3> output_mask) {
-           if (!records_graph(grad_grad_input, grad_grad_grid, grad_output, input, grid)) {
+           if (computes_directly(grad_grad_input, grad_grad_grid, grad_output, input, grid)) {
              return double_backward_cpu(grad_grad_input, grad_grad_grid, grad_output, input, grid, interpolation_mode,
                                         padding_mode, align_corners, output_mask);
            }

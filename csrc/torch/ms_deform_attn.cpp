@@ -178,7 +178,7 @@ TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
          [](const at::Tensor& value, const at::Tensor& spatial_shapes, const at::Tensor& level_start_index,
             const at::Tensor& sampling_locations, const at::Tensor& attention_weights, const at::Tensor& grad_output,
             int64_t im2col_step) {
-           if (!records_graph(value, sampling_locations, attention_weights, grad_output)) {
+           if (computes_directly(value, sampling_locations, attention_weights, grad_output)) {
              return backward_cpu(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
                                  grad_output, im2col_step);
            }
@@ -191,7 +191,7 @@ TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
             const at::Tensor& sampling_locations, const at::Tensor& attention_weights, const at::Tensor& grad_output,
             const OptionalTensor& grad_grad_value, const OptionalTensor& grad_grad_sampling_locations,
             const OptionalTensor& grad_grad_attention_weights) {
-           if (!records_graph(value, sampling_locations, attention_weights, grad_output, grad_grad_value,
+           if (computes_directly(value, sampling_locations, attention_weights, grad_output, grad_grad_value,
                               grad_grad_sampling_locations, grad_grad_attention_weights)) {
              return double_backward_cpu(value, spatial_shapes, level_start_index, sampling_locations,
                                         attention_weights, grad_output, grad_grad_value, grad_grad_sampling_locations,

@@ -194,7 +194,11 @@ def _try_native(operator, *args) -> Optional[Tensor]:
         _follow_torch_threads_in_workers()
     try:
         return operator(*args)
-    except (RuntimeError, TypeError):
+    except TypeError:
+        if torch.overrides.has_torch_function(args):  # torch.fx's Proxy, tensor subclasses: torch.ops hands
+            return getattr(torch.ops.spatialgrad, operator.__name__)(*args)  # them to __torch_function__
+        return None
+    except RuntimeError:
         return None
 
 
