@@ -105,8 +105,6 @@ Output new_output_if(bool wanted, const at::Tensor& like, at::IntArrayRef shape)
   return wanted ? new_output(like, shape) : Output{};
 }
 
-std::vector<int64_t> to_vector(at::IntArrayRef values) { return values.vec(); }
-
 void save_options(AutogradContext* ctx, std::vector<c10::IValue> options) {
   ctx->saved_data["options"] = c10::ivalue::Tuple::create(std::move(options));
 }

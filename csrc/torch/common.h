@@ -41,8 +41,6 @@ Output new_output(const at::Tensor& like, at::IntArrayRef shape,
 // An output that is computed only when `wanted`; otherwise an undefined tensor and TensorView().
 Output new_output_if(bool wanted, const at::Tensor& like, at::IntArrayRef shape);
 
-std::vector<int64_t> to_vector(at::IntArrayRef values);
-
 // The non-tensor arguments of a call, kept in the autograd context for its backward, and read back.
 void save_options(AutogradContext* ctx, std::vector<c10::IValue> options);
 const c10::IValue& saved_option(AutogradContext* ctx, size_t index);
