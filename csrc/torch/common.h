@@ -21,8 +21,8 @@ namespace spatialgrad::torch_ops {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// A view of `t` through its sizes and strides (no copy). A dtype without a TensorView counterpart, or a
-// tensor not on the CPU, raises a TypeError / ValueError-kind error naming op() and the argument.
+// A view of `t` through its sizes and strides (no copy; only CPU tensors reach the CPU kernels). A dtype
+// without a TensorView counterpart raises a TypeError-kind error naming op() and the argument.
 TensorView view_of(const at::Tensor& t, const char* op, const char* arg);
 // Whether a 4-D tensor is laid out channels_last (and not also contiguous): the kernels then run in NHWC.
 bool is_channels_last(const at::Tensor& t);
