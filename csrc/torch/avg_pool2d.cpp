@@ -14,14 +14,9 @@ using Divisor = c10::optional<int64_t>;
 
 AvgPool2dParams make_params(at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
                             bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
-  AvgPool2dParams params;
-  params.kernel_size = to_vector(kernel_size);
-  params.stride = to_vector(stride);
-  params.padding = to_vector(padding);
-  params.ceil_mode = ceil_mode;
-  params.count_include_pad = count_include_pad;
-  params.divisor_override = divisor_override.value_or(0);  // 0: not set, as in spatialgrad.avg_pool2d
-  return params;
+  // divisor_override 0: not set, as in spatialgrad.avg_pool2d.
+  return AvgPool2dParams{kernel_size.vec(), stride.vec(), padding.vec(), ceil_mode, count_include_pad,
+                         divisor_override.value_or(0)};
 }
 
 at::Tensor forward_cpu(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef stride,

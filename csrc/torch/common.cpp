@@ -57,13 +57,10 @@ DType dtype_of_scalar_type(at::ScalarType type, const char* op, const char* arg)
 class TorchPoolExecutor final : public Executor {
  public:
   void run(int tasks, const Job& job) noexcept override {
-    try {
-      at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) job(static_cast<int>(i));
-      });
-    } catch (...) {  // PyTorch could not start its threads: the caller runs a task (and so the whole call)
-      job(0);
-    }
+    // at::parallel_for rethrows only what its function throws, and a Job never throws.
+    at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) job(static_cast<int>(i));
+    });
   }
 };
 
@@ -104,8 +101,6 @@ Output new_output(const at::Tensor& like, at::IntArrayRef shape, at::MemoryForma
 Output new_output_if(bool wanted, const at::Tensor& like, at::IntArrayRef shape) {
   return wanted ? new_output(like, shape) : Output{};
 }
-
-std::vector<int64_t> to_vector(at::IntArrayRef values) { return values.vec(); }
 
 void save_options(AutogradContext* ctx, std::vector<c10::IValue> options) {
   ctx->saved_data["options"] = c10::ivalue::Tuple::create(std::move(options));

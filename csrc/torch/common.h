@@ -21,8 +21,8 @@ namespace spatialgrad::torch_ops {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// A view of `t` through its sizes and strides (no copy). A dtype without a TensorView counterpart, or a
-// tensor not on the CPU, raises a TypeError / ValueError-kind error naming op() and the argument.
+// A view of `t` through its sizes and strides (no copy; only CPU tensors reach the CPU kernels). A dtype
+// without a TensorView counterpart raises a TypeError-kind error naming op() and the argument.
 TensorView view_of(const at::Tensor& t, const char* op, const char* arg);
 // Whether a 4-D tensor is laid out channels_last (and not also contiguous): the kernels then run in NHWC.
 bool is_channels_last(const at::Tensor& t);
@@ -40,8 +40,6 @@ Output new_output(const at::Tensor& like, at::IntArrayRef shape,
                   at::MemoryFormat format = at::MemoryFormat::Contiguous);
 // An output that is computed only when `wanted`; otherwise an undefined tensor and TensorView().
 Output new_output_if(bool wanted, const at::Tensor& like, at::IntArrayRef shape);
-
-std::vector<int64_t> to_vector(at::IntArrayRef values);
 
 // The non-tensor arguments of a call, kept in the autograd context for its backward, and read back.
 void save_options(AutogradContext* ctx, std::vector<c10::IValue> options);

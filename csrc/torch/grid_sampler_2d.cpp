@@ -19,11 +19,9 @@ using Triple = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 using OptionalTensor = c10::optional<at::Tensor>;
 
 GridSampler2dParams make_params(int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
-  GridSampler2dParams params;
-  params.interpolation_mode = static_cast<GridSamplerInterpolation>(interpolation_mode);  // checked by the core
-  params.padding_mode = static_cast<GridSamplerPadding>(padding_mode);
-  params.align_corners = align_corners;
-  return params;
+  // Modes outside the enumerators are rejected by the core.
+  return GridSampler2dParams{static_cast<GridSamplerInterpolation>(interpolation_mode),
+                             static_cast<GridSamplerPadding>(padding_mode), align_corners};
 }
 
 at::Tensor forward_cpu(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode,

@@ -15,13 +15,8 @@ namespace {
 
 RoiAlignParams make_params(double spatial_scale, int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
                            bool aligned) {
-  RoiAlignParams params;
-  params.pooled_height = pooled_height;
-  params.pooled_width = pooled_width;
-  params.spatial_scale = spatial_scale;
-  params.sampling_ratio = std::max<int64_t>(sampling_ratio, 0);  // torchvision's -1 (adaptive) is the core's 0
-  params.aligned = aligned;
-  return params;
+  // torchvision's sampling_ratio -1 (adaptive) is the core's 0.
+  return RoiAlignParams{pooled_height, pooled_width, spatial_scale, std::max<int64_t>(sampling_ratio, 0), aligned};
 }
 
 at::Tensor forward_cpu(const at::Tensor& input, const at::Tensor& rois, double spatial_scale, int64_t pooled_height,

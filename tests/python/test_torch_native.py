@@ -212,7 +212,7 @@ LARGE_CASES = {
 
 
 @pytest.mark.parametrize("name", list(LARGE_CASES))
-def test_bits_do_not_depend_on_torch_threads(name):
+def test_bits_do_not_depend_on_torch_threads_or_the_executor(name, monkeypatch):
     make, call = LARGE_CASES[name]
 
     def run():
@@ -228,7 +228,9 @@ def test_bits_do_not_depend_on_torch_threads(name):
         two = run()
     finally:
         torch.set_num_threads(previous)
-    assert all(torch.equal(a, b) for a, b in zip(one, two))
+    monkeypatch.setattr(sgt, "native", False)  # the Python path: spatialgrad's pool, 2 threads
+    ours = run()
+    assert all(torch.equal(a, b) and torch.equal(a, c) for a, b, c in zip(one, two, ours))
 
 
 def test_the_native_kernels_run_on_torchs_pool_and_numpy_calls_on_spatialgrads():

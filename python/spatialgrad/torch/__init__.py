@@ -11,9 +11,11 @@ PyTorch/torchvision/mmcv functions they replace:
 ``ms_deform_attn``        mmcv ``MultiScaleDeformableAttnFunction.apply`` (``im2col_step`` is ignored)
 ========================  ======================================================================
 
-CPU tensors are shared with the kernels without copies (inputs are viewed through their strides, outputs are
-wrapped with ``torch.from_numpy``); float16, bfloat16, float32 and float64 tensors are supported (bfloat16
-crosses as its raw bits, still without copies). Gradients are computed only for inputs that require them.
+When the native operators are built (``native`` is True: ``libspatialgrad_torch``, ``torch.ops.spatialgrad.*``),
+the adapters call them: C++ kernels and C++ autograd on PyTorch's thread pool (``torch.set_num_threads``).
+Otherwise (and for arguments those do not take) a Python ``autograd.Function`` over the NumPy API computes
+the same bits. Either way CPU tensors are shared with the kernels without copies (inputs are viewed through
+their strides); float16, bfloat16, float32 and float64 tensors are supported. Gradients are computed only for inputs that require them.
 Backward passes are differentiable (``create_graph=True``): avg_pool2d, upsample_bilinear2d and roi_align to
 any order, grid_sample and ms_deform_attn to second order; a third derivative of those two raises a
 RuntimeError naming the operator.
@@ -345,7 +347,7 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
         warnings.warn("grid_sample: align_corners=None means False, as in PyTorch (which warns the same); "
                       "pass it explicitly to silence this")
     if native and _strict.chip is None:
-        # A mode that is not a name passes None, which the schema rejects: the Python path explains it.
+        # A mode that is not a name passes None, which the entry rejects: the Python path explains it.
         out = _try_native(_native_grid_sampler_2d, input, grid, _mode_number(mode, _INTERPOLATION),
                           _mode_number(padding_mode, _PADDING), bool(align_corners))
         if out is not None:
