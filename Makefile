@@ -6,7 +6,7 @@ JOBS    ?= 2
 CMAKE   := cmake
 ROOT    := $(CURDIR)
 
-.PHONY: all bootstrap install cpp-test python-test test asan-test clang-test fuzz lint demo examples bench bench-load bench-e2e sweep clean
+.PHONY: all bootstrap install cpp-test python-test test asan-test clang-test fuzz lint demo examples bench bench-per-call bench-load bench-e2e sweep clean
 
 all: test
 
@@ -77,6 +77,12 @@ examples: install
 
 bench: install
 	$(PY) bench/compare.py
+	$(PY) bench/per_call.py
+
+# Each operator per call on tiny and small inputs through spatialgrad.torch against PyTorch's own, forward and
+# fwd+bwd (the fixed cost of a call); PER_CALL_ARGS passes options, e.g. PER_CALL_ARGS="--ops roi_align".
+bench-per-call: install
+	$(PY) bench/per_call.py $(PER_CALL_ARGS)
 
 # Each operator's fwd+bwd alone and beside 1 and 2 busy processes (started and killed by the script), ours
 # from NumPy and from spatialgrad.torch against PyTorch's; LOAD_ARGS passes options, e.g. LOAD_ARGS="--ops roi_align".

@@ -1,4 +1,5 @@
-"""Build glue: setuptools drives CMake to build the extension spatialgrad._core.
+"""Build glue: setuptools drives CMake to build the extension spatialgrad._core, and beside it the PyTorch
+operators libspatialgrad_torch.so when CMake found libtorch (spatialgrad.torch loads them).
 
 Metadata lives in pyproject.toml. CMake finds pybind11 from the system (Debian's pybind11-dev);
 nothing is downloaded. SPATIALGRAD_CMAKE_ARGS adds extra CMake arguments.
@@ -38,6 +39,11 @@ class CMakeBuild(build_ext):
         subprocess.run(configure, check=True)
         jobs = str(os.cpu_count() or 1)
         subprocess.run(["cmake", "--build", str(build_dir), "--target", "_core", "-j", jobs], check=True)
+        targets = subprocess.run(["cmake", "--build", str(build_dir), "--target", "help"], check=True,
+                                 capture_output=True, text=True).stdout
+        if "spatialgrad_torch" in targets:  # configured only where find_package(Torch) succeeded
+            subprocess.run(["cmake", "--build", str(build_dir), "--target", "spatialgrad_torch", "_torch_ops", "-j",
+                            jobs], check=True)
         if not target.exists():
             raise RuntimeError(f"CMake did not produce {target}")
 

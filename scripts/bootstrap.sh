@@ -13,6 +13,8 @@ packages=(
   clang-14 libclang-rt-14-dev clang-tidy
   python3-hypothesis
   python3-torch python3-torchvision python3-matplotlib
+  # libtorch's headers and CMake package: the native PyTorch operators (libspatialgrad_torch) build against them
+  libtorch-dev
   # PyTorch's BLAS: without it (--no-install-recommends) Debian's reference libblas3 serves its GEMMs,
   # 10-30x slower (nn.Linear(256, 1024) fwd+bwd on 10880 tokens: 2.96 s, 0.11 s with OpenBLAS)
   libopenblas0-pthread

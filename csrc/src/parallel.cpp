@@ -22,6 +22,9 @@ namespace {
 // The running thread's place in the current parallel call.
 thread_local int tl_thread_index = 0;
 thread_local bool tl_in_parallel = false;
+// The running thread's ScopedExecutor, if any (nullptr / 0: none).
+thread_local Executor* tl_scoped_executor = nullptr;
+thread_local int tl_scoped_threads = 0;
 
 std::atomic<int> g_worker_delay_us{0};  // set_worker_delay_for_testing
 
@@ -260,6 +263,7 @@ void set_num_threads(int n) { g_user_threads.store(n > 0 ? n : 0, std::memory_or
 void set_default_num_threads(int n) { g_default_threads.store(n > 0 ? n : 0, std::memory_order_relaxed); }
 
 int get_num_threads() {
+  if (tl_scoped_threads > 0) return tl_scoped_threads;
   const int user = g_user_threads.load(std::memory_order_relaxed);
   return user > 0 ? user : default_threads();
 }
@@ -267,8 +271,20 @@ int get_num_threads() {
 void set_executor(Executor* executor) { g_executor.store(executor, std::memory_order_release); }
 
 Executor& get_executor() {
+  if (tl_scoped_executor != nullptr) return *tl_scoped_executor;
   Executor* executor = g_executor.load(std::memory_order_acquire);
   return executor != nullptr ? *executor : pool_executor();
+}
+
+ScopedExecutor::ScopedExecutor(Executor& executor, int threads) noexcept
+    : outer_executor_(tl_scoped_executor), outer_threads_(tl_scoped_threads) {
+  tl_scoped_executor = &executor;
+  tl_scoped_threads = threads > 0 ? threads : 0;
+}
+
+ScopedExecutor::~ScopedExecutor() {
+  tl_scoped_executor = outer_executor_;
+  tl_scoped_threads = outer_threads_;
 }
 
 namespace detail {

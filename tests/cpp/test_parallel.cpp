@@ -347,6 +347,51 @@ TEST_F(ThreadSetting, AnExecutorsTasksRunInAParallelRegion) {
   EXPECT_FALSE(detail::in_parallel_region());
 }
 
+// A scoped executor (a host framework's pool for one call) applies to its thread only, with its own task
+// count, over set_executor and set_num_threads; scopes nest and restore what was there; the bits stay.
+TEST_F(ThreadSetting, AScopedExecutorRunsThisThreadsCallsOnlyWithTheSameBits) {
+  set_num_threads(1);
+  const std::vector<float> expected = grid_sample_both_ways();
+  ThreadPerTask per_task;
+  LastTaskOnly last_only;
+  {
+    const ScopedExecutor outer(per_task, 3);
+    EXPECT_EQ(&get_executor(), &per_task);
+    EXPECT_EQ(get_num_threads(), 3) << "the scope's count, not set_num_threads'";
+    EXPECT_EQ(grid_sample_both_ways(), expected);
+    std::thread([&] {
+      EXPECT_NE(&get_executor(), &per_task) << "another thread keeps the process-wide executor";
+      EXPECT_EQ(get_num_threads(), 1);
+    }).join();
+    {
+      const ScopedExecutor inner(last_only, 2);
+      EXPECT_EQ(&get_executor(), &last_only);
+      EXPECT_EQ(get_num_threads(), 2);
+      EXPECT_EQ(grid_sample_both_ways(), expected);
+    }
+    EXPECT_EQ(&get_executor(), &per_task) << "the inner scope restored the outer one";
+    EXPECT_EQ(get_num_threads(), 3);
+  }
+  EXPECT_NE(&get_executor(), &per_task);
+  EXPECT_EQ(get_num_threads(), 1);
+  EXPECT_GT(per_task.calls, 0);
+  EXPECT_GT(last_only.calls, 0);
+}
+
+// A scope with no count of its own (<= 0) keeps set_num_threads'; a scope wins over set_executor.
+TEST_F(ThreadSetting, AScopedExecutorWithoutACountFollowsSetNumThreads) {
+  ThreadPerTask process_wide;
+  LastTaskOnly scoped;
+  const ExecutorScope process_scope(process_wide);
+  set_num_threads(4);
+  {
+    const ScopedExecutor scope(scoped, 0);
+    EXPECT_EQ(&get_executor(), &scoped);
+    EXPECT_EQ(get_num_threads(), 4);
+  }
+  EXPECT_EQ(&get_executor(), &process_wide);
+}
+
 // Two application threads calling at once: the second does not wait for the first's pool, it runs
 // its call on its own thread; both cover their ranges exactly once.
 TEST_F(ThreadSetting, ConcurrentCallersBothComplete) {

@@ -131,6 +131,8 @@ class UsesEveryAdapter(torch.nn.Module):
         return sgt.roi_align(y, boxes, 2).sum() + sgt.grid_sample(y, grid, align_corners=False).sum()
 
 
+@pytest.mark.skipif(sgt.native, reason="with the native operators fx records their torch.ops.spatialgrad calls "
+                    "(test_torch_jit.py::test_fx_records_the_operators)")
 def test_fx_traces_the_adapters_as_leaf_calls():
     module = UsesEveryAdapter()
     traced = torch.fx.symbolic_trace(module)

@@ -70,10 +70,18 @@ def test_what_is_not_covered_falls_through(calls):
         assert F.avg_pool2d(torch.ones(1, 2, 6, 6, dtype=torch.int64), 2).dtype == torch.int64  # an integer dtype
         F.avg_pool2d(x, 2)  # ours
         F.grid_sample(torch.rand(1, 1, 4, 4, 4), torch.rand(1, 2, 2, 2, 3), align_corners=False)  # 5-D
-        traced = torch.jit.trace(lambda t: F.avg_pool2d(t, 2), (x,), check_trace=False)  # (a check reruns it untraced)
         with pytest.raises(RuntimeError, match=r"^avg_pool2d\(\): expected padding"):  # rejected by both: our
             F.avg_pool2d(x, 2, padding=2)                                          # message, PyTorch's type
     assert calls == {"sg_avg_pool2d": 2}  # the float call, and the rejected one before PyTorch raised
+
+
+def test_tracing_without_the_native_operators_falls_through(calls, monkeypatch):
+    """The Python path would record a Python call (not savable): a trace records PyTorch's operator instead.
+    (With the native operators, the trace records spatialgrad's: tests/python/test_torch_jit.py.)"""
+    monkeypatch.setattr(sgt, "native", False)
+    with sgt.patch():
+        traced = torch.jit.trace(lambda t: F.avg_pool2d(t, 2), (torch.rand(1, 2, 6, 6),), check_trace=False)
+    assert calls == {}
     assert "aten::avg_pool2d" in str(traced.graph)
 
 

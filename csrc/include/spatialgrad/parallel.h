@@ -55,6 +55,24 @@ class Executor {
 // executor must outlive every call that uses it, and be usable in a forked child if the process forks
 // (our pool is). The number of tasks per call still follows set_num_threads.
 void set_executor(Executor* executor);
-Executor& get_executor();  // the one set, else spatialgrad's pool
+Executor& get_executor();  // this thread's scoped one, else the one set, else spatialgrad's pool
+
+// A thread-scoped executor: while alive, parallel calls made by the constructing thread run their tasks
+// on `executor`, with up to `threads` tasks each (threads <= 0: the count set_num_threads gives),
+// whatever set_executor and set_num_threads say; other threads are unaffected. A host framework sets it
+// for the duration of one call into the kernels (spatialgrad's PyTorch operators run on PyTorch's pool
+// this way while NumPy calls in the same process keep spatialgrad's pool). Scopes nest; destroy them in
+// reverse order, on the thread that made them.
+class ScopedExecutor {
+ public:
+  ScopedExecutor(Executor& executor, int threads) noexcept;
+  ~ScopedExecutor();
+  ScopedExecutor(const ScopedExecutor&) = delete;
+  ScopedExecutor& operator=(const ScopedExecutor&) = delete;
+
+ private:
+  Executor* outer_executor_;
+  int outer_threads_;
+};
 
 }  // namespace spatialgrad

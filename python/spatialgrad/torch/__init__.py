@@ -11,9 +11,11 @@ PyTorch/torchvision/mmcv functions they replace:
 ``ms_deform_attn``        mmcv ``MultiScaleDeformableAttnFunction.apply`` (``im2col_step`` is ignored)
 ========================  ======================================================================
 
-CPU tensors are shared with the kernels without copies (inputs are viewed through their strides, outputs are
-wrapped with ``torch.from_numpy``); float16, bfloat16, float32 and float64 tensors are supported (bfloat16
-crosses as its raw bits, still without copies). Gradients are computed only for inputs that require them.
+When the native operators are built (``native`` is True: ``libspatialgrad_torch``, ``torch.ops.spatialgrad.*``),
+the adapters call them: C++ kernels and C++ autograd on PyTorch's thread pool (``torch.set_num_threads``).
+Otherwise (and for arguments those do not take) a Python ``autograd.Function`` over the NumPy API computes
+the same bits. Either way CPU tensors are shared with the kernels without copies (inputs are viewed through
+their strides); float16, bfloat16, float32 and float64 tensors are supported. Gradients are computed only for inputs that require them.
 Backward passes are differentiable (``create_graph=True``): avg_pool2d, upsample_bilinear2d and roi_align to
 any order, grid_sample and ms_deform_attn to second order; a third derivative of those two raises a
 RuntimeError naming the operator.
@@ -35,6 +37,7 @@ from torch import Tensor
 from .. import _core, _registry
 from .._registry import OPS, OpSpec, as_tuple, gather_grads, pullback_call
 from ..bfloat16 import bfloat16_bits, is_bfloat16
+from ..functional import _strict
 
 # One adapter per operator of the table, named after its forward.
 __all__ = [*(operator.name for operator in _registry.OPERATORS), "ms_deform_attn_reference", "patch", "OPERATORS",
@@ -143,6 +146,87 @@ def _apply(name: str, tensors: Sequence[torch.Tensor], options: dict) -> torch.T
     return _SpatialgradFunction.apply(OPS[name], options, *tensors)
 
 
+def _load_native() -> bool:
+    """Loads libspatialgrad_torch (the operators ``torch.ops.spatialgrad.*``, built beside ``_core`` when libtorch
+    was found). ``SPATIALGRAD_TORCH_NATIVE=0`` keeps the Python path (tests and comparisons use it)."""
+    if os.environ.get("SPATIALGRAD_TORCH_NATIVE", "1") == "0":
+        return False
+    library = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "libspatialgrad_torch.so")
+    if not os.path.exists(library):
+        return False
+    try:
+        torch.ops.load_library(library)
+        from .. import _torch_ops  # noqa: F401  (the adapters' entry, built with the library)
+    except (OSError, RuntimeError, ImportError) as error:  # e.g. built against another libtorch than this torch
+        warnings.warn(f"spatialgrad.torch: the native operators did not load ({error}); using the Python path")
+        return False
+    return True
+
+
+# Whether the adapters call the native operators: C++ kernels and C++ autograd, on PyTorch's thread pool
+# (torch.set_num_threads). Otherwise, or when an argument is one the operators' schemas do not take, or while
+# spatialgrad.ascend.strict() checks calls, they run the Python path (_SpatialgradFunction over the NumPy API).
+native = _load_native()
+
+
+def _native_operator(name: str):
+    """spatialgrad._torch_ops.<name>: torch.ops.spatialgrad.<name> through a typed pybind11 entry (torch.ops'
+    generic argument matching cost 2 us of a 5 us call on tiny tensors)."""
+    if not native:
+        return None
+    from .. import _torch_ops
+    return getattr(_torch_ops, name)
+
+
+_native_avg_pool2d = _native_operator("avg_pool2d")
+_native_roi_align = _native_operator("roi_align")
+_native_grid_sampler_2d = _native_operator("grid_sampler_2d")
+_native_ms_deform_attn = _native_operator("ms_deform_attn")
+_native_upsample_bilinear2d = _native_operator("upsample_bilinear2d")
+_INTERPOLATION = {"bilinear": 0, "nearest": 1, "bicubic": 2}  # aten's integers
+_PADDING = {"zeros": 0, "border": 1, "reflection": 2}
+
+
+def _try_native(operator, *args) -> Optional[Tensor]:
+    """operator(*args), or None where the operator does not take the arguments (types its entry does not
+    convert, a tensor not on the CPU) or raises: the Python path then runs and raises today's error, with
+    today's exception type (PyTorch has no OverflowError). (A function of its own: TorchScript parses the
+    adapters, and has no try.)"""
+    if not _threads_followed:  # spatialgrad.get_num_threads() in a DataLoader worker, as on the Python path
+        _follow_torch_threads_in_workers()
+    try:
+        return operator(*args)
+    except TypeError:
+        if torch.overrides.has_torch_function(args):  # torch.fx's Proxy, tensor subclasses: torch.ops hands
+            return getattr(torch.ops.spatialgrad, operator.__name__)(*args)  # them to __torch_function__
+        return None
+    except RuntimeError:
+        return None
+
+
+def _height_width(value) -> Optional[tuple]:
+    """(h, w) from an int or one or two entries; None for anything else (the Python path reports it)."""
+    if isinstance(value, int):
+        return value, value
+    if isinstance(value, (list, tuple)) and len(value) in (1, 2):
+        return value[0], value[-1]
+    return None
+
+
+def _mode_number(name, numbers: dict) -> Optional[int]:
+    return numbers.get(name) if isinstance(name, str) else None
+
+
+def _ints(value, both: bool = False):
+    """A number as a one-entry list (the core's messages then echo what the user passed), or as two entries
+    with ``both``; lists and tuples as they are; None as [] (or None with ``both``: "not given")."""
+    if value is None:
+        return None if both else []
+    if isinstance(value, (list, tuple)):
+        return value
+    return [value, value] if both else [value]
+
+
 def avg_pool2d(input: Tensor, kernel_size: BroadcastingList2[int], stride: Optional[BroadcastingList2[int]] = None,
                padding: BroadcastingList2[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True,
                divisor_override: Optional[int] = None) -> Tensor:
@@ -173,6 +257,11 @@ def avg_pool2d(input: Tensor, kernel_size: BroadcastingList2[int], stride: Optio
     if torch.jit.is_scripting():
         return _avg_pool2d_from_script(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                                        divisor_override)
+    if native and _strict.chip is None:
+        out = _try_native(_native_avg_pool2d, input, _ints(kernel_size), _ints(stride), _ints(padding), ceil_mode,
+                          count_include_pad, divisor_override)
+        if out is not None:
+            return out
     return _apply("avg_pool2d", [input], dict(kernel_size=kernel_size, stride=stride, padding=padding,
                                                ceil_mode=ceil_mode, count_include_pad=count_include_pad,
                                                divisor_override=divisor_override))
@@ -207,13 +296,19 @@ def upsample_bilinear2d(input: Tensor, size: Optional[BroadcastingList2[int]] = 
     """
     if torch.jit.is_scripting():
         return _upsample_bilinear2d_from_script(input, size, scale_factor, align_corners, recompute_scale_factor)
-    if input.dim() != 4:
+    if isinstance(input, torch.Tensor) and input.dim() != 4:  # (torch.fx's Proxy: checked when the graph runs)
         raise ValueError(f"spatialgrad.torch.upsample_bilinear2d(): expected a 4-D input, but got {input.dim()}-D")
     if recompute_scale_factor and scale_factor is not None:
         # PyTorch then derives the size and uses the size ratio for the coordinates.
         sh, sw = (scale_factor, scale_factor) if not isinstance(scale_factor, (tuple, list)) else scale_factor
         size = (int(math.floor(input.shape[2] * sh)), int(math.floor(input.shape[3] * sw)))
         scale_factor = None
+    if native and _strict.chip is None and (size is not None or scale_factor is not None):
+        # The operator computes a channels_last input in NHWC (and returns channels_last), as below.
+        out = _try_native(_native_upsample_bilinear2d, input, _ints(size, both=True), bool(align_corners),
+                          None if scale_factor is None else _ints(scale_factor))
+        if out is not None:
+            return out
     options = dict(output_size=size, scale_factor=scale_factor, align_corners=bool(align_corners))
     channels_last = not input.is_contiguous() and input.is_contiguous(memory_format=torch.channels_last)
     if channels_last:
@@ -251,6 +346,12 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
     if align_corners is None:  # the warning F.grid_sample gives; a patched F.grid_sample gives it from here
         warnings.warn("grid_sample: align_corners=None means False, as in PyTorch (which warns the same); "
                       "pass it explicitly to silence this")
+    if native and _strict.chip is None:
+        # A mode that is not a name passes None, which the entry rejects: the Python path explains it.
+        out = _try_native(_native_grid_sampler_2d, input, grid, _mode_number(mode, _INTERPOLATION),
+                          _mode_number(padding_mode, _PADDING), bool(align_corners))
+        if out is not None:
+            return out
     return _apply("grid_sample", [input, grid], dict(mode=mode, padding_mode=padding_mode,
                                                       align_corners=bool(align_corners)))
 
@@ -303,6 +404,12 @@ def roi_align(input: Tensor, boxes: Union[Tensor, List[Tensor]], output_size: Br
     """
     if torch.jit.is_scripting():
         return _roi_align_from_script(input, boxes, output_size, spatial_scale, sampling_ratio, aligned)
+    size = _height_width(output_size) if native and _strict.chip is None else None
+    if size is not None:
+        rois = boxes if isinstance(boxes, Tensor) else _boxes_k5(boxes, input.dtype)
+        out = _try_native(_native_roi_align, input, rois, spatial_scale, size[0], size[1], sampling_ratio, aligned)
+        if out is not None:
+            return out
     return _apply("roi_align", [input, _boxes_k5(boxes, input.dtype)],
                   dict(output_size=output_size, spatial_scale=float(spatial_scale),
                        sampling_ratio=int(sampling_ratio), aligned=bool(aligned)))
@@ -350,6 +457,11 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
     # the graph, so each input's gradient comes back in its own dtype.
     sampling_locations = sampling_locations.to(value.dtype)
     attention_weights = attention_weights.to(value.dtype)
+    if native and _strict.chip is None:
+        out = _try_native(_native_ms_deform_attn, value, spatial_shapes, level_start_index, sampling_locations,
+                          attention_weights, im2col_step)
+        if out is not None:
+            return out
     return _apply("ms_deform_attn", [value, spatial_shapes, level_start_index, sampling_locations,
                                      attention_weights], {})
 
@@ -402,10 +514,12 @@ def ms_deform_attn_reference(value: torch.Tensor, spatial_shapes: torch.Tensor, 
     return out.view(bs, heads * channels, queries).transpose(1, 2).contiguous()
 
 
-# torch.fx: symbolic tracing records each adapter as one leaf call (as torchvision does for roi_align) instead
-# of tracing into it, where NumPy cannot take Proxy arguments.
-for _operator in _registry.OPERATORS:
-    torch.fx.wrap(_operator.name)
+# torch.fx: with the native operators, symbolic tracing goes through the adapters and records their
+# torch.ops.spatialgrad.* calls. Without them it records each adapter as one leaf call (as torchvision does for
+# roi_align) instead of tracing into it, where NumPy cannot take Proxy arguments.
+if not native:
+    for _operator in _registry.OPERATORS:
+        torch.fx.wrap(_operator.name)
 
 from . import nn  # noqa: E402  (modules built on the functions above)
 from ._patch import OPERATORS, patch  # noqa: E402
@@ -427,10 +541,72 @@ def _script_fallback(adapter: Callable[..., Tensor]) -> Callable[..., Tensor]:
     return from_script
 
 
+# ---- what the adapters' `is_scripting()` branches call with the native operators: TorchScript compiles these
+# functions into the scripted model, which then calls torch.ops.spatialgrad.* and runs without Python (a
+# torch.jit.save file loads wherever libspatialgrad_torch is loaded). Their arguments arrive as the adapters'
+# annotations say (an int or a pair as a list of two); the operators check them.
+
+def _avg_pool2d_native_script(input: Tensor, kernel_size: List[int], stride: Optional[List[int]],
+                              padding: List[int], ceil_mode: bool, count_include_pad: bool,
+                              divisor_override: Optional[int]) -> Tensor:
+    no_stride: List[int] = []  # (the operator's default: the kernel size)
+    return torch.ops.spatialgrad.avg_pool2d(input, kernel_size, no_stride if stride is None else stride, padding,
+                                            ceil_mode, count_include_pad, divisor_override)
+
+
+def _upsample_bilinear2d_native_script(input: Tensor, size: Optional[List[int]], scale_factor: Optional[List[float]],
+                                       align_corners: Optional[bool],
+                                       recompute_scale_factor: Optional[bool]) -> Tensor:
+    if recompute_scale_factor is not None and recompute_scale_factor and scale_factor is not None:
+        # PyTorch then derives the size and uses the size ratio for the coordinates (as the adapter does).
+        size = [int(math.floor(input.size(2) * scale_factor[0])), int(math.floor(input.size(3) * scale_factor[1]))]
+        scale_factor = None
+    return torch.ops.spatialgrad.upsample_bilinear2d(input, size, align_corners is not None and align_corners,
+                                                     scale_factor)
+
+
+def _mode_index(names: List[str], name: str, argument: str) -> int:
+    """aten's integer of a mode: its index in `names`."""
+    for index, known in enumerate(names):
+        if known == name:
+            return index
+    expected = ", ".join([f"'{known}' ({index})" for index, known in enumerate(names)])
+    raise ValueError(f"grid_sample(): expected {argument} to be one of {expected}, but got '{name}'")
+
+
+def _grid_sample_native_script(input: Tensor, grid: Tensor, mode: str, padding_mode: str,
+                               align_corners: Optional[bool]) -> Tensor:
+    interpolation = _mode_index(["bilinear", "nearest", "bicubic"], mode, "mode")
+    padding = _mode_index(["zeros", "border", "reflection"], padding_mode, "padding_mode")
+    return torch.ops.spatialgrad.grid_sampler_2d(input, grid, interpolation, padding,
+                                                 align_corners is not None and align_corners)
+
+
+def _roi_align_native_script(input: Tensor, boxes: Union[Tensor, List[Tensor]], output_size: List[int],
+                             spatial_scale: float, sampling_ratio: int, aligned: bool) -> Tensor:
+    if isinstance(boxes, Tensor):
+        rois = boxes
+    else:  # torchvision's list of (L_i, 4) tensors, one per image: (K, 5) rows with the image index first
+        rows = [torch.cat([torch.full([b.size(0), 1], float(i), dtype=b.dtype), b], dim=1)
+                for i, b in enumerate(boxes)]
+        rois = torch.cat(rows, dim=0) if len(rows) > 0 else torch.zeros([0, 5], dtype=input.dtype)
+    return torch.ops.spatialgrad.roi_align(input, rois, spatial_scale, output_size[0], output_size[1], sampling_ratio,
+                                           aligned)
+
+
+def _ms_deform_attn_native_script(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
+                                  sampling_locations: Tensor, attention_weights: Tensor, im2col_step: int) -> Tensor:
+    return torch.ops.spatialgrad.ms_deform_attn(value, spatial_shapes, level_start_index,
+                                                sampling_locations.to(value.dtype), attention_weights.to(value.dtype),
+                                                im2col_step)
+
+
 # TorchScript: a scripted function or module calling an adapter compiles only its `is_scripting()` branch,
-# which calls `_<name>_from_script` (torch.jit.ignore: TorchScript calls back into Python, where the adapter
-# runs in eager mode). Scripted models therefore work in Python; saved with torch.jit.save, they cannot run
-# these calls outside Python.
+# which calls `_<name>_from_script`: with the native operators, the function above; without them the adapter
+# itself, ignored by TorchScript (torch.jit.ignore: TorchScript calls back into Python, where the adapter runs in
+# eager mode), so such scripted models work in Python but, saved with torch.jit.save, cannot run these calls
+# outside Python.
 for _operator in _registry.OPERATORS:
-    globals()[f"_{_operator.name}_from_script"] = _script_fallback(globals()[_operator.name])
+    globals()[f"_{_operator.name}_from_script"] = (globals()[f"_{_operator.name}_native_script"] if native
+                                                   else _script_fallback(globals()[_operator.name]))
 del _operator

@@ -27,8 +27,9 @@ _SPATIALGRAD_ERRORS = (ValueError, TypeError, IndexError, OverflowError)
 
 
 def _covered(*tensors) -> bool:
-    """CPU tensors of a dtype spatialgrad computes, outside tracing."""
-    if torch.jit.is_tracing() or torch.jit.is_scripting():
+    """CPU tensors of a dtype spatialgrad computes. While tracing, only with the native operators, which the
+    trace records (spatialgrad:: nodes, saved with the model); the Python path would record Python calls."""
+    if torch.jit.is_scripting() or (torch.jit.is_tracing() and not sys.modules[__package__].native):
         return False
     return all(isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.dtype in _FLOATING for t in tensors)
 
@@ -186,8 +187,9 @@ class patch(contextlib.ContextDecorator):
 
     A call spatialgrad does not compute goes to the function that was there before, unchanged: non-CPU tensors,
     integer dtypes, other modes, 3-D/5-D input to interpolate, ``antialias=True``, tracing
-    (``torch.jit.trace``). Arguments spatialgrad rejects also go to the original; if it rejects them too, the
-    error raised has spatialgrad's message, which names the argument (``avg_pool2d(): expected kernel_size
+    (``torch.jit.trace``) without the native operators (``spatialgrad.torch.native``; with them, a trace
+    records ``spatialgrad::`` operators). Arguments spatialgrad rejects also go to the original; if it rejects
+    them too, the error raised has spatialgrad's message, which names the argument (``avg_pool2d(): expected kernel_size
     entries > 0, but got [-2]``), and the original's exception type. TorchScript resolves functions when it compiles: script a
     model outside the context (a scripted model keeps calling the originals).
 

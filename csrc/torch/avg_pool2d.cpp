@@ -1,0 +1,125 @@
+// spatialgrad::avg_pool2d and avg_pool2d_backward (aten's schemas): CPU kernels over the core, and autograd
+// kernels. Both are linear in their tensor argument, so each one's derivative is the other: any order.
+#include "spatialgrad/avg_pool2d.h"
+
+#include <torch/library.h>
+
+#include "common.h"
+
+namespace spatialgrad::torch_ops {
+
+namespace {
+
+using Divisor = c10::optional<int64_t>;
+
+AvgPool2dParams make_params(at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
+                            bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
+  // divisor_override 0: not set, as in spatialgrad.avg_pool2d.
+  return AvgPool2dParams{kernel_size.vec(), stride.vec(), padding.vec(), ceil_mode, count_include_pad,
+                         divisor_override.value_or(0)};
+}
+
+at::Tensor forward_cpu(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                       at::IntArrayRef padding, bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
+  Output out;
+  run_kernel([&] {
+    const AvgPool2dParams params = make_params(kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                               divisor_override);
+    const TensorView in = view_of(input, "avg_pool2d", "input");
+    out = new_output(input, avg_pool2d_output_shape(in.sizes(), params));
+    avg_pool2d(in, out.view, params);
+  });
+  return out.tensor;
+}
+
+at::Tensor backward_cpu(const at::Tensor& grad_output, const at::Tensor& input, at::IntArrayRef kernel_size,
+                        at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                        Divisor divisor_override) {
+  Output grad_input;
+  run_kernel([&] {
+    const AvgPool2dParams params = make_params(kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                               divisor_override);
+    const char* op = "avg_pool2d_backward";
+    const TensorView go = view_of(grad_output, op, "grad_output");
+    const TensorView in = view_of(input, op, "input");
+    grad_input = new_output(grad_output, input.sizes());
+    avg_pool2d_backward(go, in, grad_input.view, params);
+  });
+  return grad_input.tensor;
+}
+
+using BackwardSig = at::Tensor(const at::Tensor&, const at::Tensor&, at::IntArrayRef, at::IntArrayRef,
+                               at::IntArrayRef, bool, bool, Divisor);
+
+void save_pooling(AutogradContext* ctx, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
+                  bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
+  save_options(ctx, {kernel_size.vec(), stride.vec(), padding.vec(), ceil_mode, count_include_pad, divisor_override});
+}
+
+// Calls `op` (the forward or the backward, through the dispatcher) with the saved options after `tensors`.
+template <class Sig, class... Tensors>
+at::Tensor call_with_pooling(const c10::TypedOperatorHandle<Sig>& op, AutogradContext* ctx,
+                             const Tensors&... tensors) {
+  const auto option = [ctx](size_t i) { return saved_option(ctx, i); };
+  return op.call(tensors..., option(0).toIntVector(), option(1).toIntVector(), option(2).toIntVector(),
+                 option(3).toBool(), option(4).toBool(), option(5).template toOptional<int64_t>());
+}
+
+struct AvgPool2d : torch::autograd::Function<AvgPool2d> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, at::IntArrayRef kernel_size,
+                            at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                            Divisor divisor_override) {
+    save_pooling(ctx, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+    ctx->save_for_backward({input});  // its shape and dtype
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
+    return SG_OPERATOR("avg_pool2d", signature::AvgPool2d)
+        .call(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor input = ctx->get_saved_variables()[0];
+    variable_list result(7);
+    result[0] = call_with_pooling(SG_OPERATOR("avg_pool2d_backward", BackwardSig), ctx, grads[0], input);
+    return result;
+  }
+};
+
+struct AvgPool2dBackward : torch::autograd::Function<AvgPool2dBackward> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& grad_output, const at::Tensor& input,
+                            at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
+                            bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
+    save_pooling(ctx, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
+    return SG_OPERATOR("avg_pool2d_backward", BackwardSig)
+        .call(grad_output, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    variable_list result(8);  // input lends only its shape: no gradient
+    result[0] = call_with_pooling(SG_OPERATOR("avg_pool2d", signature::AvgPool2d), ctx, grads[0]);
+    return result;
+  }
+};
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(spatialgrad, CPU, m) {
+  m.impl("avg_pool2d", &forward_cpu);
+  m.impl("avg_pool2d_backward", &backward_cpu);
+}
+
+TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
+  m.impl("avg_pool2d", [](const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                          at::IntArrayRef padding, bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
+    return apply_or_compute<AvgPool2d>(forward_cpu, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+  });
+  m.impl("avg_pool2d_backward",
+         [](const at::Tensor& grad_output, const at::Tensor& input, at::IntArrayRef kernel_size,
+            at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+            Divisor divisor_override) {
+           return apply_or_compute<AvgPool2dBackward>(backward_cpu, grad_output, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                  divisor_override);
+         });
+}
+
+}  // namespace spatialgrad::torch_ops

@@ -1,0 +1,159 @@
+#include "common.h"
+
+#include <ATen/Parallel.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <string>
+
+namespace spatialgrad::torch_ops {
+
+namespace {
+
+// NumPy's name of a dtype the kernels do not take, as the NumPy path's message gives it.
+std::string numpy_name(at::ScalarType type) {
+  switch (type) {
+    case at::kByte:
+      return "uint8";
+    case at::kChar:
+      return "int8";
+    case at::kShort:
+      return "int16";
+    case at::kBool:
+      return "bool";
+    case at::kComplexFloat:
+      return "complex64";
+    case at::kComplexDouble:
+      return "complex128";
+    default:
+      return c10::toString(type);
+  }
+}
+
+// The DType of a PyTorch dtype, or a TypeError in the words the NumPy path uses for the same tensor.
+DType dtype_of_scalar_type(at::ScalarType type, const char* op, const char* arg) {
+  switch (type) {
+    case at::kHalf:
+      return DType::kFloat16;
+    case at::kBFloat16:
+      return DType::kBFloat16;
+    case at::kFloat:
+      return DType::kFloat32;
+    case at::kDouble:
+      return DType::kFloat64;
+    case at::kInt:
+      return DType::kInt32;
+    case at::kLong:
+      return DType::kInt64;
+    default:
+      detail::fail(ErrorKind::kType, op, "(): expected ", arg,
+                   " to be a tensor of float16, bfloat16, float32 or float64, but got dtype ",
+                   numpy_name(type));
+  }
+}
+
+// Tasks of one call on PyTorch's intra-op pool: at::parallel_for gives each of its threads one index range,
+// and each task takes chunks from the call's shared queue, so which thread runs which task never matters.
+class TorchPoolExecutor final : public Executor {
+ public:
+  void run(int tasks, const Job& job) noexcept override {
+    // at::parallel_for rethrows only what its function throws, and a Job never throws.
+    at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) job(static_cast<int>(i));
+    });
+  }
+};
+
+std::atomic<bool> g_forked_child{false};
+
+void note_forked_child() { g_forked_child.store(true, std::memory_order_relaxed); }
+
+// Registered when the library loads: from then on a forked child is known as one.
+const int g_fork_handler = pthread_atfork(nullptr, nullptr, &note_forked_child);
+
+}  // namespace
+
+TensorView view_of(const at::Tensor& t, const char* op, const char* arg) {
+  const DType dtype = dtype_of_scalar_type(t.scalar_type(), op, arg);
+  return TensorView(t.data_ptr(), dtype, t.sizes().vec(), t.strides().vec());
+}
+
+bool is_channels_last(const at::Tensor& t) {
+  return t.dim() == 4 && !t.is_contiguous() && t.is_contiguous(at::MemoryFormat::ChannelsLast);
+}
+
+TensorView nhwc_view_of(const at::Tensor& t, const char* op, const char* arg) {
+  const TensorView nchw = view_of(t, op, arg);
+  const auto nhwc = [](const std::vector<int64_t>& v) { return std::vector<int64_t>{v[0], v[2], v[3], v[1]}; };
+  return TensorView(nchw.raw_data(), nchw.dtype(), nhwc(nchw.sizes()), nhwc(nchw.strides()));
+}
+
+TensorView view_of(const c10::optional<at::Tensor>& t, const char* op, const char* arg) {
+  return t.has_value() && t->defined() ? view_of(*t, op, arg) : TensorView();
+}
+
+Output new_output(const at::Tensor& like, at::IntArrayRef shape, at::MemoryFormat format) {
+  at::Tensor tensor = at::empty(shape, like.options().memory_format(format));
+  TensorView view = view_of(tensor, "spatialgrad", "an output");
+  return Output{std::move(tensor), std::move(view)};
+}
+
+Output new_output_if(bool wanted, const at::Tensor& like, at::IntArrayRef shape) {
+  return wanted ? new_output(like, shape) : Output{};
+}
+
+void save_options(AutogradContext* ctx, std::vector<c10::IValue> options) {
+  ctx->saved_data["options"] = c10::ivalue::Tuple::create(std::move(options));
+}
+
+const c10::IValue& saved_option(AutogradContext* ctx, size_t index) {
+  return ctx->saved_data["options"].toTupleRef().elements()[index];
+}
+
+variable_list computed_only(const variable_list& outputs) {
+  variable_list computed;
+  for (const at::Tensor& output : outputs) {
+    if (output.defined()) computed.push_back(output);
+  }
+  return computed;
+}
+
+variable_list in_places(const variable_list& values, c10::ArrayRef<bool> computed) {
+  variable_list placed(computed.size());
+  size_t next = 0;
+  for (size_t i = 0; i < computed.size(); ++i) {
+    if (computed[i] && next < values.size()) placed[i] = values[next++];
+  }
+  return placed;
+}
+
+void raise_no_third_order(const char* kernel, const char* forward) {
+  // The words of the Python path (spatialgrad._registry.pullback_call).
+  TORCH_CHECK(false, "spatialgrad.torch: spatialgrad: ", kernel,
+              " has no derivative (it is already a second-order gradient; third-order gradients of ", forward,
+              " are not implemented)");
+}
+
+void rethrow_as_c10(const Error& error) {
+  const c10::SourceLocation where{"spatialgrad", __FILE__, static_cast<uint32_t>(__LINE__)};
+  switch (error.kind()) {
+    case ErrorKind::kType:
+      throw c10::TypeError(where, error.what());
+    case ErrorKind::kIndex:
+      throw c10::IndexError(where, error.what());
+    case ErrorKind::kOverflow:
+      throw c10::Error(where, error.what());
+    case ErrorKind::kInvalidArgument:
+    case ErrorKind::kNullPointer:
+      break;
+  }
+  throw c10::ValueError(where, error.what());
+}
+
+Executor& torch_executor() {
+  static TorchPoolExecutor torch_pool;
+  (void)g_fork_handler;
+  return g_forked_child.load(std::memory_order_relaxed) ? get_executor() : torch_pool;
+}
+
+}  // namespace spatialgrad::torch_ops

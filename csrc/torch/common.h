@@ -1,0 +1,140 @@
+// The PyTorch operator layer's shared machinery (libspatialgrad_torch): at::Tensor -> TensorView without
+// copies, outputs, error translation, the executor on PyTorch's intra-op pool, and calls of the
+// registered operators through the dispatcher. Each operator's file (csrc/torch/<op>.cpp) holds its CPU
+// kernels and its autograd kernel; library.cpp holds the schemas.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/autograd.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "spatialgrad/error.h"
+#include "spatialgrad/parallel.h"
+#include "spatialgrad/tensor.h"
+
+namespace spatialgrad::torch_ops {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// A view of `t` through its sizes and strides (no copy; only CPU tensors reach the CPU kernels). A dtype
+// without a TensorView counterpart raises a TypeError-kind error naming op() and the argument.
+TensorView view_of(const at::Tensor& t, const char* op, const char* arg);
+// Whether a 4-D tensor is laid out channels_last (and not also contiguous): the kernels then run in NHWC.
+bool is_channels_last(const at::Tensor& t);
+// The (N, H, W, C) view of a 4-D (N, C, H, W) tensor: sizes and strides permuted, no copy.
+TensorView nhwc_view_of(const at::Tensor& t, const char* op, const char* arg);
+// An absent (or undefined) optional tensor is TensorView(): "zeros" for the kernels' cotangents.
+TensorView view_of(const c10::optional<at::Tensor>& t, const char* op, const char* arg);
+
+// A new tensor of `like`'s dtype and device, in `format`, and its view. The kernels write every element.
+struct Output {
+  at::Tensor tensor;
+  TensorView view;
+};
+Output new_output(const at::Tensor& like, at::IntArrayRef shape,
+                  at::MemoryFormat format = at::MemoryFormat::Contiguous);
+// An output that is computed only when `wanted`; otherwise an undefined tensor and TensorView().
+Output new_output_if(bool wanted, const at::Tensor& like, at::IntArrayRef shape);
+
+// The non-tensor arguments of a call, kept in the autograd context for its backward, and read back.
+void save_options(AutogradContext* ctx, std::vector<c10::IValue> options);
+const c10::IValue& saved_option(AutogradContext* ctx, size_t index);
+
+// PyTorch's C++ autograd cannot wrap an undefined output: a Function returns only the outputs its
+// output_mask computed (computed_only), and in_places puts those outputs (in its autograd kernel) or their
+// cotangents (in its backward) back at their positions, undefined elsewhere.
+variable_list computed_only(const variable_list& outputs);
+variable_list in_places(const variable_list& values, c10::ArrayRef<bool> computed);
+
+// Whether a call with these arguments records an autograd graph: grad mode on and a tensor argument requiring grad.
+inline bool requires_grad_of(const at::Tensor& t) { return t.defined() && t.requires_grad(); }
+inline bool requires_grad_of(const c10::optional<at::Tensor>& t) { return t.has_value() && requires_grad_of(*t); }
+template <class T>
+bool requires_grad_of(const T& /*not a tensor*/) {
+  return false;
+}
+template <class... Args>
+bool records_graph(const Args&... args) {
+  return at::GradMode::is_enabled() && (requires_grad_of(args) || ...);
+}
+
+// Tensors the CPU kernel cannot read: functorch's wrappers (vmap's BatchedTensor, the TensorWrapper of grad and
+// vjp) and Python tensor subclasses reach their handling through the dispatcher, which the autograd Functions'
+// forwards call below autograd.
+inline bool needs_dispatch_of(const at::Tensor& t) {
+  const c10::DispatchKeySet wrappers(
+      {c10::DispatchKey::FuncTorchBatched, c10::DispatchKey::FuncTorchGradWrapper, c10::DispatchKey::Python});
+  return t.defined() && t.key_set().has_any(wrappers);
+}
+inline bool needs_dispatch_of(const c10::optional<at::Tensor>& t) { return t.has_value() && needs_dispatch_of(*t); }
+template <class T>
+bool needs_dispatch_of(const T& /*not a tensor*/) {
+  return false;
+}
+
+// Whether an autograd kernel may call the CPU kernel itself: no graph to record and plain tensors.
+template <class... Args>
+bool computes_directly(const Args&... args) {
+  return !records_graph(args...) && !(needs_dispatch_of(args) || ...);
+}
+
+// An autograd kernel's call: the CPU kernel itself when it computes directly (no node, no saved options: a call
+// without gradients costs what the CPU kernel costs), else Function::apply.
+template <class Function, class Kernel, class... Args>
+at::Tensor apply_or_compute(const Kernel& kernel, const Args&... args) {
+  return computes_directly(args...) ? kernel(args...) : Function::apply(args...);
+}
+
+// The RuntimeError of differentiating a second-order kernel (`kernel`, of the operator `forward`).
+[[noreturn]] void raise_no_third_order(const char* kernel, const char* forward);
+
+// Raises a spatialgrad::Error as the c10 error PyTorch maps to the same Python exception (c10::ValueError,
+// TypeError, IndexError; an OverflowError kind has no c10 type in PyTorch 1.13 and is a RuntimeError).
+[[noreturn]] void rethrow_as_c10(const Error& error);
+
+// What runs the kernels' tasks inside PyTorch: its intra-op pool (at::parallel_for), except in a forked
+// child, where spatialgrad's own pool does (OpenMP's threads do not survive fork()).
+Executor& torch_executor();
+
+// The C++ signatures of the forwards' schemas (library.cpp), for typed calls through the dispatcher: the
+// linear operators' backwards call their forward, and spatialgrad._torch_ops (python.cpp) calls all five.
+namespace signature {
+using AvgPool2d = at::Tensor(const at::Tensor&, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, bool,
+                             c10::optional<int64_t>);
+using RoiAlign = at::Tensor(const at::Tensor&, const at::Tensor&, double, int64_t, int64_t, int64_t, bool);
+using UpsampleBilinear2d = at::Tensor(const at::Tensor&, c10::optional<at::IntArrayRef>, bool,
+                                      c10::optional<c10::ArrayRef<double>>);
+using GridSampler2d = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, int64_t, bool);
+using MsDeformAttn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                const at::Tensor&, int64_t);
+}  // namespace signature
+
+// Runs one call into the core on torch_executor() with at::get_num_threads() tasks (torch.set_num_threads
+// controls it; NumPy calls on other threads keep spatialgrad's pool and count), with spatialgrad's errors
+// raised as c10 errors.
+template <class Fn>
+void run_kernel(const Fn& fn) {
+  try {
+    const ScopedExecutor scope(torch_executor(), at::get_num_threads());
+    fn();
+  } catch (const Error& error) {
+    rethrow_as_c10(error);
+  }
+}
+
+}  // namespace spatialgrad::torch_ops
+
+// The typed handle of the registered operator spatialgrad::NAME with C++ signature SIG, looked up on the
+// first call. Calls through it go through the dispatcher, autograd included: a backward that calls another
+// operator this way is itself differentiable.
+#define SG_OPERATOR(NAME, SIG)                                                                   \
+  ([]() -> const c10::TypedOperatorHandle<SIG>& {                                                \
+    static const auto handle =                                                                   \
+        c10::Dispatcher::singleton().findSchemaOrThrow("spatialgrad::" NAME, "").typed<SIG>(); \
+    return handle;                                                                               \
+  }())

@@ -1,0 +1,180 @@
+// spatialgrad::upsample_bilinear2d and upsample_bilinear2d_backward (aten's .vec schemas): CPU kernels over the
+// core, in NHWC for a channels_last tensor (which gives a channels_last result, as PyTorch does), and autograd
+// kernels. Both are linear in their tensor argument, so each one's derivative is the other: any order.
+#include "spatialgrad/upsample_bilinear2d.h"
+
+#include <torch/library.h>
+
+#include <utility>
+
+#include "common.h"
+
+namespace spatialgrad::torch_ops {
+
+namespace {
+
+using Sizes = c10::optional<at::IntArrayRef>;
+using Scales = c10::optional<c10::ArrayRef<double>>;
+
+// (scales_h, scales_w); 0 means not given, as for the core.
+std::pair<double, double> scale_pair(const char* op, Scales scale_factors) {
+  if (!scale_factors) return {0.0, 0.0};
+  SG_CHECK(scale_factors->size() == 1 || scale_factors->size() == 2, op,
+           "(): expected scale_factors to have 1 or 2 entries (H, W), but got ", scale_factors->size());
+  return {scale_factors->front(), scale_factors->back()};
+}
+
+// A shape in the layout's order as (N, C, H, W), the order at::empty takes with a memory format.
+std::vector<int64_t> nchw_order(std::vector<int64_t> shape, Layout layout) {
+  if (layout == Layout::kNHWC && shape.size() == 4) return {shape[0], shape[3], shape[1], shape[2]};
+  return shape;
+}
+
+// A tensor's view and its output's memory format in the layout the kernel runs in.
+struct Laid {
+  Layout layout;
+  TensorView view;
+  at::MemoryFormat format;
+};
+
+// NHWC when `format` says so, else (no format) when `t` is channels_last.
+Laid lay_out(const at::Tensor& t, const char* op, const char* arg, c10::optional<at::MemoryFormat> format = c10::nullopt) {
+  if (format ? *format == at::MemoryFormat::ChannelsLast : is_channels_last(t)) return {Layout::kNHWC, nhwc_view_of(t, op, arg), at::MemoryFormat::ChannelsLast};
+  return {Layout::kNCHW, view_of(t, op, arg), at::MemoryFormat::Contiguous};
+}
+
+Output new_laid_output(const at::Tensor& like, const std::vector<int64_t>& shape, const Laid& laid) {
+  Output out = new_output(like, nchw_order(shape, laid.layout), laid.format);
+  if (laid.layout == Layout::kNHWC) out.view = nhwc_view_of(out.tensor, "spatialgrad", "an output");
+  return out;
+}
+
+at::Tensor forward_cpu(const at::Tensor& input, Sizes output_size, bool align_corners, Scales scale_factors) {
+  Output out;
+  run_kernel([&] {
+    const char* op = "upsample_bilinear2d";
+    const auto [scales_h, scales_w] = scale_pair(op, scale_factors);
+    const Laid in = lay_out(input, op, "input");
+    // No output_size: the sizes follow from the scale factors (floor(in * scale)), as in PyTorch.
+    const std::vector<int64_t> size =
+        output_size ? output_size->vec()
+                    : upsample_bilinear2d_output_size(in.view.sizes(), scales_h, scales_w, in.layout);
+    const UpsampleBilinear2dParams params{size, align_corners, scales_h, scales_w, in.layout};
+    out = new_laid_output(input, upsample_bilinear2d_output_shape(in.view.sizes(), params), in);
+    upsample_bilinear2d(in.view, out.view, params);
+  });
+  return out.tensor;
+}
+
+// A grad_input of `shape` for checking the arguments before allocating it (the core checks grad_output,
+// input_size and output_size first, and reads no data when checking); TensorView() when `shape` could not be one.
+TensorView stand_in(DType dtype, const std::vector<int64_t>& shape) {
+  static char nowhere;
+  for (int64_t s : shape) {
+    if (s < 0) return TensorView();
+  }
+  return TensorView(&nowhere, dtype, shape);
+}
+
+// grad_input in `memory_format` (the autograd kernel passes the forward input's), else laid out as grad_output
+// (PyTorch's rule).
+at::Tensor backward_cpu(const at::Tensor& grad_output, Sizes output_size, at::IntArrayRef input_size,
+                        bool align_corners, Scales scale_factors, c10::optional<at::MemoryFormat> memory_format) {
+  Output grad_input;
+  run_kernel([&] {
+    const char* op = "upsample_bilinear2d_backward";
+    const auto [scales_h, scales_w] = scale_pair(op, scale_factors);
+    const Laid go = lay_out(grad_output, op, "grad_output", memory_format);
+    const std::vector<int64_t> out_hw = output_size ? output_size->vec() : std::vector<int64_t>{
+        grad_output.size(-2), grad_output.size(-1)};
+    const bool nhwc = go.layout == Layout::kNHWC && input_size.size() == 4;
+    const std::vector<int64_t> size = nhwc ? std::vector<int64_t>{input_size[0], input_size[2], input_size[3],
+                                                                  input_size[1]} : input_size.vec();
+    const UpsampleBilinear2dParams params{out_hw, align_corners, scales_h, scales_w, go.layout};
+    check_upsample_bilinear2d_backward(go.view, size, stand_in(go.view.dtype(), size), params);
+    grad_input = new_laid_output(grad_output, size, go);
+    upsample_bilinear2d_backward(go.view, size, grad_input.view, params);
+  });
+  return grad_input.tensor;
+}
+
+using Format = c10::optional<at::MemoryFormat>;
+using BackwardSig = at::Tensor(const at::Tensor&, Sizes, at::IntArrayRef, bool, Scales, Format);
+
+// Options: output size (as computed), align_corners, scale factors (or None), input size.
+void save_sampling(AutogradContext* ctx, std::vector<int64_t> output_size, bool align_corners, Scales scales,
+                   std::vector<int64_t> input_size) {
+  c10::IValue scale_list = scales ? c10::IValue(scales->vec()) : c10::IValue();
+  save_options(ctx, {std::move(output_size), align_corners, std::move(scale_list), std::move(input_size)});
+}
+
+c10::optional<std::vector<double>> saved_scales(AutogradContext* ctx) {
+  const c10::IValue& scales = saved_option(ctx, 2);
+  if (scales.isNone()) return c10::nullopt;
+  return scales.toDoubleVector();
+}
+
+struct UpsampleBilinear2d : torch::autograd::Function<UpsampleBilinear2d> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, Sizes output_size, bool align_corners,
+                            Scales scale_factors) {
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
+    const at::Tensor out =
+        SG_OPERATOR("upsample_bilinear2d", signature::UpsampleBilinear2d).call(input, output_size, align_corners, scale_factors);
+    save_sampling(ctx, {out.size(2), out.size(3)}, align_corners, scale_factors, input.sizes().vec());
+    ctx->saved_data["channels_last"] = is_channels_last(input);  // grad_input laid out as the input
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto scales = saved_scales(ctx);
+    variable_list result(4);
+    result[0] = SG_OPERATOR("upsample_bilinear2d_backward", BackwardSig)
+                    .call(grads[0], saved_option(ctx, 0).toIntVector(), saved_option(ctx, 3).toIntVector(),
+                          saved_option(ctx, 1).toBool(), scales ? Scales(*scales) : c10::nullopt,
+                          ctx->saved_data["channels_last"].toBool() ? at::MemoryFormat::ChannelsLast
+                                                                    : at::MemoryFormat::Contiguous);
+    return result;
+  }
+};
+
+struct UpsampleBilinear2dBackward : torch::autograd::Function<UpsampleBilinear2dBackward> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& grad_output, Sizes output_size,
+                            at::IntArrayRef input_size, bool align_corners, Scales scale_factors,
+                            Format memory_format) {
+    save_sampling(ctx, {grad_output.size(-2), grad_output.size(-1)}, align_corners, scale_factors, {});
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
+    return SG_OPERATOR("upsample_bilinear2d_backward", BackwardSig)
+        .call(grad_output, output_size, input_size, align_corners, scale_factors, memory_format);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto scales = saved_scales(ctx);
+    variable_list result(6);
+    result[0] = SG_OPERATOR("upsample_bilinear2d", signature::UpsampleBilinear2d)
+                    .call(grads[0], saved_option(ctx, 0).toIntVector(), saved_option(ctx, 1).toBool(),
+                          scales ? Scales(*scales) : c10::nullopt);
+    return result;
+  }
+};
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(spatialgrad, CPU, m) {
+  m.impl("upsample_bilinear2d", &forward_cpu);
+  m.impl("upsample_bilinear2d_backward", &backward_cpu);
+}
+
+TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
+  m.impl("upsample_bilinear2d", [](const at::Tensor& input, Sizes output_size, bool align_corners,
+                                   Scales scale_factors) {
+    return apply_or_compute<UpsampleBilinear2d>(forward_cpu, input, output_size, align_corners, scale_factors);
+  });
+  m.impl("upsample_bilinear2d_backward",
+         [](const at::Tensor& grad_output, Sizes output_size, at::IntArrayRef input_size, bool align_corners,
+            Scales scale_factors, Format memory_format) {
+           return apply_or_compute<UpsampleBilinear2dBackward>(backward_cpu, grad_output, output_size, input_size, align_corners,
+                                                    scale_factors, memory_format);
+         });
+}
+
+}  // namespace spatialgrad::torch_ops
