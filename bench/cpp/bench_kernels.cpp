@@ -92,7 +92,7 @@ void BM_upsample_bilinear2d_forward(benchmark::State& state) {
   const sg::Layout layout = layout_arg(state);
   const sg::DType dtype = dtype_arg(state, 2);
   Buffer x(upsample_shape(layout, 64, 64), 1, dtype), y(upsample_shape(layout, 128, 128), 0, dtype);
-  for (auto _ : state) sg::upsample_bilinear2d(x.view, {128, 128}, false, 0.0, 0.0, layout, y.view);
+  for (auto _ : state) sg::upsample_bilinear2d(x.view, y.view, {{128, 128}, false, 0.0, 0.0, layout});
   state.SetBytesProcessed(state.iterations() * (x.bytes() + y.bytes()));
 }
 BENCHMARK(BM_upsample_bilinear2d_forward)
@@ -106,7 +106,8 @@ void BM_upsample_bilinear2d_backward(benchmark::State& state) {
   const sg::DType dtype = dtype_arg(state, 2);
   const std::vector<int64_t> in_size = upsample_shape(layout, 64, 64);
   Buffer g(upsample_shape(layout, 128, 128), 2, dtype), gi(in_size, 0, dtype);
-  for (auto _ : state) sg::upsample_bilinear2d_backward(g.view, {128, 128}, in_size, false, 0.0, 0.0, layout, gi.view);
+  for (auto _ : state)
+    sg::upsample_bilinear2d_backward(g.view, in_size, gi.view, {{128, 128}, false, 0.0, 0.0, layout});
   state.SetBytesProcessed(state.iterations() * (g.bytes() + gi.bytes()));
 }
 BENCHMARK(BM_upsample_bilinear2d_backward)

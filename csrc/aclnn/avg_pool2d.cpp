@@ -28,17 +28,14 @@ extern "C" aclnnStatus aclnnAvgPool2dBackwardGetWorkspaceSize(
   using namespace spatialgrad::aclnn;
   return plan(kPlanApi, kRunApi, workspaceSize, executor, [&] {
     // Null pointers first (161001), in argument order; stride may be null (= kernelSize).
-    check_not_null(kPlanApi, "gradOutput", gradOutput);
-    check_not_null(kPlanApi, "self", self);
-    check_not_null(kPlanApi, "kernelSize", kernelSize);
-    check_not_null(kPlanApi, "padding", padding);
-    check_not_null(kPlanApi, "gradInput", gradInput);
+    check_not_null(kPlanApi, "gradOutput", gradOutput, "self", self, "kernelSize", kernelSize, "padding", padding,
+                   "gradInput", gradInput);
     // 4-D NCHW or 3-D (C, H, W) "NCL"; ND is what the CANN samples pass.
-    const auto formats = {ACL_FORMAT_ND, ACL_FORMAT_NCHW, ACL_FORMAT_NCL};
+    const TensorArguments tensors(kPlanApi, {ACL_FORMAT_ND, ACL_FORMAT_NCHW, ACL_FORMAT_NCL});
     auto p = std::make_unique<AvgPool2dBackwardPlan>();
-    p->grad_output = input_view(kPlanApi, "gradOutput", gradOutput, Dtypes::kFloating, formats);
-    p->self = input_view(kPlanApi, "self", self, Dtypes::kFloating, formats);
-    p->grad_input = output_view(kPlanApi, "gradInput", gradInput, Dtypes::kFloating, formats);
+    p->grad_output = tensors.in("gradOutput", gradOutput);
+    p->self = tensors.in("self", self);
+    p->grad_input = tensors.out("gradInput", gradInput);
     p->params.kernel_size = int_list(kPlanApi, "kernelSize", kernelSize);
     p->params.stride = int_list(kPlanApi, "stride", stride, /*optional=*/true);
     p->params.padding = int_list(kPlanApi, "padding", padding);

@@ -72,6 +72,16 @@ void check_settled(const char* api, Claim claim, const char* unknown_text) {
            "(): expected an executor that is not running, but got a repeatable one that another thread is running");
 }
 
+// aclDestroyAclOpExecutor (destroy) and aclSetAclOpExecutorRepeatable (not): the executor must be live
+// and not running (else an error saying `unknown_text`).
+aclnnStatus settle_executor(const char* api, aclOpExecutor* executor, bool destroy, const char* unknown_text) {
+  return guarded(api, [&] {
+    check_not_null(api, "executor", executor);
+    check_settled(api, destroy_or_mark_repeatable(executor, destroy), unknown_text);
+    if (destroy) delete executor;
+  });
+}
+
 // [first, last + 1) bytes of a non-empty view.
 std::pair<uintptr_t, uintptr_t> byte_span(const TensorView& v) {
   int64_t lowest = 0, highest = 0;
@@ -123,11 +133,11 @@ std::string accepted_names(Dtypes dtypes) {
 
 // Checks a tensor argument and returns its view (no overlap check).
 TensorView view_of(const char* api, const char* name, const aclTensor* t, Dtypes dtypes,
-                   std::initializer_list<aclFormat> formats) {
+                   const std::vector<aclFormat>& formats) {
   check_not_null(api, name, t);
   SG_CHECK_KIND(accepts(dtypes, t->dtype), kType, api, "(): expected ", name, " to have dtype ",
                 accepted_names(dtypes), ", but got ", dtype_name(t->dtype));
-  if (formats.size() != 0) {
+  if (!formats.empty()) {
     std::string allowed;
     bool known = false;
     for (aclFormat f : formats) {
@@ -181,12 +191,12 @@ void check_not_null(const char* api, const char* name, const void* p) {
 }
 
 TensorView input_view(const char* api, const char* name, const aclTensor* tensor, Dtypes dtypes,
-                      std::initializer_list<aclFormat> formats) {
+                      const std::vector<aclFormat>& formats) {
   return view_of(api, name, tensor, dtypes, formats);
 }
 
 TensorView output_view(const char* api, const char* name, const aclTensor* tensor, Dtypes dtypes,
-                       std::initializer_list<aclFormat> formats) {
+                       const std::vector<aclFormat>& formats) {
   TensorView view = view_of(api, name, tensor, dtypes, formats);
   if (view.is_empty()) return view;
   // Sufficient for no overlap: sorted by |stride|, each dimension steps past everything the
@@ -369,22 +379,13 @@ const char* aclGetRecentErrMsg(void) {
 }
 
 aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor* executor) {
-  constexpr const char* kApi = "aclSetAclOpExecutorRepeatable";
-  return guarded(kApi, [&] {
-    spatialgrad::aclnn::check_not_null(kApi, "executor", executor);
-    spatialgrad::aclnn::check_settled(kApi, spatialgrad::aclnn::destroy_or_mark_repeatable(executor, false),
-                                      "an unknown or already used one");
-  });
+  return spatialgrad::aclnn::settle_executor("aclSetAclOpExecutorRepeatable", executor, false,
+                                             "an unknown or already used one");
 }
 
 aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor* executor) {
-  constexpr const char* kApi = "aclDestroyAclOpExecutor";
-  return guarded(kApi, [&] {
-    spatialgrad::aclnn::check_not_null(kApi, "executor", executor);
-    spatialgrad::aclnn::check_settled(kApi, spatialgrad::aclnn::destroy_or_mark_repeatable(executor, true),
-                                      "an unknown or already freed one");
-    delete executor;
-  });
+  return spatialgrad::aclnn::settle_executor("aclDestroyAclOpExecutor", executor, true,
+                                             "an unknown or already freed one");
 }
 
 }  // extern "C"

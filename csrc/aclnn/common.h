@@ -3,7 +3,7 @@
 //
 // An operator file (csrc/aclnn/<op>.cpp) defines a Plan subclass holding the views and parameters,
 // builds it in phase one inside plan() (validating with the core's check function) and runs it in
-// phase two with execute(). See avg_pool2d.cpp.
+// phase two with execute() (docs/design.md, "Adding an operator").
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "acl/acl.h"
@@ -86,6 +87,15 @@ aclnnStatus execute(const char* api, void* workspace, uint64_t workspace_size, a
 // Throws a kNullPointer error naming the argument if p is null.
 void check_not_null(const char* api, const char* name, const void* p);
 
+// check_not_null for each (name, pointer) pair in turn, given in the C function's order: phase one reports
+// the first null pointer (161001) before it checks anything else.
+template <class... More>
+void check_not_null(const char* api, const char* name, const void* p, const char* next, const void* next_p,
+                    More... more) {
+  check_not_null(api, name, p);
+  check_not_null(api, next, next_p, more...);
+}
+
 // Which dtypes an operator accepts for a tensor argument.
 enum class Dtypes {
   kFloating,  // those with core kernels (dispatch_floating): float32, float64 (+ float16/bfloat16 later)
@@ -95,10 +105,27 @@ enum class Dtypes {
 // A view of `tensor` for the core: checks it is non-null, its dtype and format (empty list: any),
 // that the view lies inside its storage and has data; offset applied to the data pointer.
 TensorView input_view(const char* api, const char* name, const aclTensor* tensor, Dtypes dtypes,
-                      std::initializer_list<aclFormat> formats = {});
+                      const std::vector<aclFormat>& formats = {});
 // The same for a tensor the operator writes: additionally no two elements may share memory.
 TensorView output_view(const char* api, const char* name, const aclTensor* tensor, Dtypes dtypes,
-                       std::initializer_list<aclFormat> formats = {});
+                       const std::vector<aclFormat>& formats = {});
+
+// input_view / output_view for the tensor arguments of one C function, which accepts the same formats for
+// all of them (dtype kFloating unless given).
+class TensorArguments {
+ public:
+  TensorArguments(const char* api, std::vector<aclFormat> formats) : api_(api), formats_(std::move(formats)) {}
+  TensorView in(const char* name, const aclTensor* tensor, Dtypes dtypes = Dtypes::kFloating) const {
+    return input_view(api_, name, tensor, dtypes, formats_);
+  }
+  TensorView out(const char* name, const aclTensor* tensor, Dtypes dtypes = Dtypes::kFloating) const {
+    return output_view(api_, name, tensor, dtypes, formats_);
+  }
+
+ private:
+  const char* api_;
+  std::vector<aclFormat> formats_;
+};
 
 // Values of an array argument; a null array is an error unless `optional` (then: empty).
 std::vector<int64_t> int_list(const char* api, const char* name, const aclIntArray* array, bool optional = false);

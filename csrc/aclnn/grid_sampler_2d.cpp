@@ -36,20 +36,16 @@ extern "C" aclnnStatus aclnnGridSampler2DBackwardGetWorkspaceSize(
   using namespace spatialgrad::aclnn;
   return plan(kPlanApi, kRunApi, workspaceSize, executor, [&] {
     // Null pointers first (161001), in argument order: both outputs are required whatever the mask says.
-    check_not_null(kPlanApi, "gradOutput", gradOutput);
-    check_not_null(kPlanApi, "input", input);
-    check_not_null(kPlanApi, "grid", grid);
-    check_not_null(kPlanApi, "outputMask", outputMask);
-    check_not_null(kPlanApi, "inputGrad", inputGrad);
-    check_not_null(kPlanApi, "gridGrad", gridGrad);
+    check_not_null(kPlanApi, "gradOutput", gradOutput, "input", input, "grid", grid, "outputMask", outputMask,
+                   "inputGrad", inputGrad, "gridGrad", gridGrad);
     // The doc names ND; a format tag changes nothing here, and samples often tag 4-D tensors NCHW.
-    const auto formats = {ACL_FORMAT_ND, ACL_FORMAT_NCHW};
+    const TensorArguments tensors(kPlanApi, {ACL_FORMAT_ND, ACL_FORMAT_NCHW});
     auto p = std::make_unique<GridSampler2DBackwardPlan>();
-    p->grad_output = input_view(kPlanApi, "gradOutput", gradOutput, Dtypes::kFloating, formats);
-    p->input = input_view(kPlanApi, "input", input, Dtypes::kFloating, formats);
-    p->grid = input_view(kPlanApi, "grid", grid, Dtypes::kFloating, formats);
-    p->grad_input = output_view(kPlanApi, "inputGrad", inputGrad, Dtypes::kFloating, formats);
-    p->grad_grid = output_view(kPlanApi, "gridGrad", gridGrad, Dtypes::kFloating, formats);
+    p->grad_output = tensors.in("gradOutput", gradOutput);
+    p->input = tensors.in("input", input);
+    p->grid = tensors.in("grid", grid);
+    p->grad_input = tensors.out("inputGrad", inputGrad);
+    p->grad_grid = tensors.out("gridGrad", gridGrad);
     p->params.interpolation_mode = static_cast<spatialgrad::GridSamplerInterpolation>(interpolationMode);
     p->params.padding_mode = static_cast<spatialgrad::GridSamplerPadding>(paddingMode);
     p->params.align_corners = alignCorners;

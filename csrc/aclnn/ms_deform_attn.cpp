@@ -52,26 +52,20 @@ extern "C" aclnnStatus aclnnMultiScaleDeformableAttentionGradGetWorkspaceSize(
   using namespace spatialgrad::aclnn;
   return plan(kPlanApi, kRunApi, workspaceSize, executor, [&] {
     // Null pointers first (161001), in argument order.
-    check_not_null(kPlanApi, "value", value);
-    check_not_null(kPlanApi, "spatialShape", spatialShape);
-    check_not_null(kPlanApi, "levelStartIndex", levelStartIndex);
-    check_not_null(kPlanApi, "location", location);
-    check_not_null(kPlanApi, "attnWeight", attnWeight);
-    check_not_null(kPlanApi, "gradOutput", gradOutput);
-    check_not_null(kPlanApi, "gradValue", gradValue);
-    check_not_null(kPlanApi, "gradLocation", gradLocation);
-    check_not_null(kPlanApi, "gradAttnWeight", gradAttnWeight);
-    const auto formats = {ACL_FORMAT_ND};
+    check_not_null(kPlanApi, "value", value, "spatialShape", spatialShape, "levelStartIndex", levelStartIndex,
+                   "location", location, "attnWeight", attnWeight, "gradOutput", gradOutput, "gradValue", gradValue,
+                   "gradLocation", gradLocation, "gradAttnWeight", gradAttnWeight);
+    const TensorArguments tensors(kPlanApi, {ACL_FORMAT_ND});
     auto p = std::make_unique<MultiScaleDeformableAttentionGradPlan>();
-    p->value = input_view(kPlanApi, "value", value, Dtypes::kFloating, formats);
-    p->spatial_shapes = input_view(kPlanApi, "spatialShape", spatialShape, Dtypes::kIndex, formats);
-    p->level_start_index = input_view(kPlanApi, "levelStartIndex", levelStartIndex, Dtypes::kIndex, formats);
-    p->location = input_view(kPlanApi, "location", location, Dtypes::kFloating, formats);
-    p->attn_weight = input_view(kPlanApi, "attnWeight", attnWeight, Dtypes::kFloating, formats);
-    p->grad_output = as_bs_q_hc(input_view(kPlanApi, "gradOutput", gradOutput, Dtypes::kFloating, formats));
-    p->grad_value = output_view(kPlanApi, "gradValue", gradValue, Dtypes::kFloating, formats);
-    p->grad_location = output_view(kPlanApi, "gradLocation", gradLocation, Dtypes::kFloating, formats);
-    p->grad_attn_weight = output_view(kPlanApi, "gradAttnWeight", gradAttnWeight, Dtypes::kFloating, formats);
+    p->value = tensors.in("value", value);
+    p->spatial_shapes = tensors.in("spatialShape", spatialShape, Dtypes::kIndex);
+    p->level_start_index = tensors.in("levelStartIndex", levelStartIndex, Dtypes::kIndex);
+    p->location = tensors.in("location", location);
+    p->attn_weight = tensors.in("attnWeight", attnWeight);
+    p->grad_output = as_bs_q_hc(tensors.in("gradOutput", gradOutput));
+    p->grad_value = tensors.out("gradValue", gradValue);
+    p->grad_location = tensors.out("gradLocation", gradLocation);
+    p->grad_attn_weight = tensors.out("gradAttnWeight", gradAttnWeight);
     // Reads spatialShape and levelStartIndex (host memory here); the run checks them again.
     spatialgrad::check_ms_deform_attn_backward(p->value, p->spatial_shapes, p->level_start_index, p->location,
                                                p->attn_weight, p->grad_output, p->grad_value, p->grad_location,

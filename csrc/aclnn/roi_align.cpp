@@ -31,16 +31,14 @@ extern "C" aclnnStatus aclnnRoiAlignV2BackwardGetWorkspaceSize(
   using namespace spatialgrad::aclnn;
   return plan(kPlanApi, kRunApi, workspaceSize, executor, [&] {
     // Null pointers first (161001), in argument order.
-    check_not_null(kPlanApi, "gradOutput", gradOutput);
-    check_not_null(kPlanApi, "boxes", boxes);
-    check_not_null(kPlanApi, "inputShape", inputShape);
-    check_not_null(kPlanApi, "gradInput", gradInput);
+    check_not_null(kPlanApi, "gradOutput", gradOutput, "boxes", boxes, "inputShape", inputShape, "gradInput",
+                   gradInput);
     // The doc names NCHW for the images and ND for boxes; the CANN samples pass one format for all.
-    const auto formats = {ACL_FORMAT_ND, ACL_FORMAT_NCHW};
+    const TensorArguments tensors(kPlanApi, {ACL_FORMAT_ND, ACL_FORMAT_NCHW});
     auto p = std::make_unique<RoiAlignV2BackwardPlan>();
-    p->grad_output = input_view(kPlanApi, "gradOutput", gradOutput, Dtypes::kFloating, formats);
-    p->boxes = input_view(kPlanApi, "boxes", boxes, Dtypes::kFloating, formats);
-    p->grad_input = output_view(kPlanApi, "gradInput", gradInput, Dtypes::kFloating, formats);
+    p->grad_output = tensors.in("gradOutput", gradOutput);
+    p->boxes = tensors.in("boxes", boxes);
+    p->grad_input = tensors.out("gradInput", gradInput);
     p->input_shape = int_list(kPlanApi, "inputShape", inputShape);
     p->params.pooled_height = pooledHeight;
     p->params.pooled_width = pooledWidth;

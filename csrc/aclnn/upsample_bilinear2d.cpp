@@ -15,14 +15,9 @@ constexpr const char* kRunApi = "aclnnUpsampleBilinear2dBackwardV2";
 
 struct UpsampleBilinear2dBackwardPlan final : Plan {
   TensorView grad_output, grad_input;
-  std::vector<int64_t> output_size, input_size;
-  bool align_corners = false;
-  double scales_h = 0, scales_w = 0;
-  Layout layout = Layout::kNCHW;
-  void run() override {
-    upsample_bilinear2d_backward(grad_output, output_size, input_size, align_corners, scales_h, scales_w, layout,
-                                 grad_input);
-  }
+  std::vector<int64_t> input_size;
+  UpsampleBilinear2dParams params;
+  void run() override { upsample_bilinear2d_backward(grad_output, input_size, grad_input, params); }
 };
 
 // ND carries no layout; a 4-D ND tensor is NCHW, as in CANN.
@@ -37,26 +32,22 @@ extern "C" aclnnStatus aclnnUpsampleBilinear2dBackwardV2GetWorkspaceSize(
   using namespace spatialgrad::aclnn;
   return plan(kPlanApi, kRunApi, workspaceSize, executor, [&] {
     // Null pointers first (161001), in argument order.
-    check_not_null(kPlanApi, "gradOut", gradOut);
-    check_not_null(kPlanApi, "outputSize", outputSize);
-    check_not_null(kPlanApi, "inputSize", inputSize);
-    check_not_null(kPlanApi, "out", out);
-    const auto formats = {ACL_FORMAT_ND, ACL_FORMAT_NCHW, ACL_FORMAT_NHWC};
+    check_not_null(kPlanApi, "gradOut", gradOut, "outputSize", outputSize, "inputSize", inputSize, "out", out);
+    const TensorArguments tensors(kPlanApi, {ACL_FORMAT_ND, ACL_FORMAT_NCHW, ACL_FORMAT_NHWC});
     auto p = std::make_unique<UpsampleBilinear2dBackwardPlan>();
-    p->grad_output = input_view(kPlanApi, "gradOut", gradOut, Dtypes::kFloating, formats);
-    p->grad_input = output_view(kPlanApi, "out", out, Dtypes::kFloating, formats);
-    p->layout = layout_of(gradOut->format);
+    p->grad_output = tensors.in("gradOut", gradOut);
+    p->grad_input = tensors.out("out", out);
+    p->params.layout = layout_of(gradOut->format);
     // The doc: out keeps gradOut's format (ND and NCHW are the same layout).
-    SG_CHECK(layout_of(out->format) == p->layout, kPlanApi, "(): expected out to have the layout of gradOut (",
-             spatialgrad::layout_name(p->layout), ", format ", format_name(gradOut->format), "), but got format ",
-             format_name(out->format));
-    p->output_size = int_list(kPlanApi, "outputSize", outputSize);
+    SG_CHECK(layout_of(out->format) == p->params.layout, kPlanApi, "(): expected out to have the layout of gradOut (",
+             spatialgrad::layout_name(p->params.layout), ", format ", format_name(gradOut->format),
+             "), but got format ", format_name(out->format));
+    p->params.output_size = int_list(kPlanApi, "outputSize", outputSize);
     p->input_size = int_list(kPlanApi, "inputSize", inputSize);
-    p->align_corners = alignCorners;
-    p->scales_h = scalesH;
-    p->scales_w = scalesW;
-    spatialgrad::check_upsample_bilinear2d_backward(p->grad_output, p->output_size, p->input_size, p->layout,
-                                                    p->grad_input);
+    p->params.align_corners = alignCorners;
+    p->params.scales_h = scalesH;
+    p->params.scales_w = scalesW;
+    spatialgrad::check_upsample_bilinear2d_backward(p->grad_output, p->input_size, p->grad_input, p->params);
     // Only rules that reject act here: the outputSize/scales rule (another kernel, not an error) does not.
     check_ascend("upsample_bilinear2d_backward", [&] {
       // The op_api checks the dtype only when gradOut's shape differs from inputSize.

@@ -3,7 +3,6 @@
 
 #include <pybind11/stl.h>
 
-#include "bindings.h"
 #include "numpy_view.h"
 #include "spatialgrad/dtype.h"
 #include "spatialgrad/error.h"

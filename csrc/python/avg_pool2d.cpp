@@ -2,35 +2,19 @@
 
 #include <pybind11/stl.h>
 
-#include "bindings.h"
+#include <utility>
+
 #include "numpy_view.h"
 
 namespace spatialgrad::python {
-
-namespace {
-
-AvgPool2dParams make_params(std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
-                            std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad,
-                            int64_t divisor_override) {
-  AvgPool2dParams params;
-  params.kernel_size = std::move(kernel_size);
-  params.stride = std::move(stride);
-  params.padding = std::move(padding);
-  params.ceil_mode = ceil_mode;
-  params.count_include_pad = count_include_pad;
-  params.divisor_override = divisor_override;
-  return params;
-}
-
-}  // namespace
 
 void bind_avg_pool2d(py::module_& m) {
   m.def(
       "avg_pool2d",
       [](const py::array& input, std::vector<int64_t> kernel_size, std::vector<int64_t> stride,
          std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad, int64_t divisor_override) {
-        const AvgPool2dParams params = make_params(std::move(kernel_size), std::move(stride), std::move(padding),
-                                                   ceil_mode, count_include_pad, divisor_override);
+        const AvgPool2dParams params{std::move(kernel_size), std::move(stride), std::move(padding), ceil_mode,
+                                     count_include_pad,      divisor_override};
         const TensorView in = view_of(input, "avg_pool2d", "input");
         Output out = new_output(input, avg_pool2d_output_shape(in.sizes(), params));
         without_gil([&] { avg_pool2d(in, out.view, params); });
@@ -44,8 +28,8 @@ void bind_avg_pool2d(py::module_& m) {
       [](const py::array& grad_output, const py::array& input, std::vector<int64_t> kernel_size,
          std::vector<int64_t> stride, std::vector<int64_t> padding, bool ceil_mode, bool count_include_pad,
          int64_t divisor_override) {
-        const AvgPool2dParams params = make_params(std::move(kernel_size), std::move(stride), std::move(padding),
-                                                   ceil_mode, count_include_pad, divisor_override);
+        const AvgPool2dParams params{std::move(kernel_size), std::move(stride), std::move(padding), ceil_mode,
+                                     count_include_pad,      divisor_override};
         const TensorView go = view_of(grad_output, "avg_pool2d_backward", "grad_output");
         const TensorView in = view_of(input, "avg_pool2d_backward", "input");
         Output grad_input = new_output(grad_output, in.sizes());

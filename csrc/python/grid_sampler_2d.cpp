@@ -4,19 +4,16 @@
 
 #include <optional>
 
-#include "bindings.h"
 #include "numpy_view.h"
 
 namespace spatialgrad::python {
 
 namespace {
 
+// The modes as given: the core rejects an integer outside the enumerators.
 GridSampler2dParams make_params(int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
-  GridSampler2dParams params;
-  params.interpolation_mode = static_cast<GridSamplerInterpolation>(interpolation_mode);  // checked by the core
-  params.padding_mode = static_cast<GridSamplerPadding>(padding_mode);
-  params.align_corners = align_corners;
-  return params;
+  return {static_cast<GridSamplerInterpolation>(interpolation_mode), static_cast<GridSamplerPadding>(padding_mode),
+          align_corners};
 }
 
 }  // namespace

@@ -1,10 +1,19 @@
-// spatialgrad._core: the pybind11 module. Each operator binds itself in its own file.
+// spatialgrad._core: the pybind11 module. Each operator binds itself in its own file (listed below).
 #include <pybind11/pybind11.h>
 
-#include "bindings.h"
 #include "numpy_view.h"
 #include "spatialgrad/memory.h"
 #include "spatialgrad/parallel.h"
+
+namespace spatialgrad::python {
+// One bind_<op>() per operator, defined in csrc/python/<op>.cpp: the list of operators of this layer.
+void bind_avg_pool2d(py::module_& m);
+void bind_upsample_bilinear2d(py::module_& m);
+void bind_grid_sampler_2d(py::module_& m);
+void bind_roi_align(py::module_& m);
+void bind_ms_deform_attn(py::module_& m);
+void bind_ascend(py::module_& m);
+}  // namespace spatialgrad::python
 
 PYBIND11_MODULE(_core, m) {
   namespace sg = spatialgrad;
@@ -30,8 +39,7 @@ PYBIND11_MODULE(_core, m) {
         "Frees the memory spatialgrad keeps for reuse from large outputs and scratch buffers that have died\n"
         "(it is kept so that a training loop does not pay for fresh pages each step); arrays still alive stay.\n\n"
         "Example::\n\n"
-        "    out = spatialgrad.avg_pool2d(np.zeros((8, 64, 128, 128), np.float32), 2)\n"
-        "    del out; spatialgrad.clear_memory_cache()  # the dead output's pages go back to the system\n");
+        "    spatialgrad.clear_memory_cache()  # the pages of dead large results go back to the system\n");
   sg::python::bind_avg_pool2d(m);
   sg::python::bind_upsample_bilinear2d(m);
   sg::python::bind_grid_sampler_2d(m);

@@ -2,26 +2,10 @@
 
 #include <pybind11/stl.h>
 
-#include "bindings.h"
 #include "numpy_view.h"
 #include "spatialgrad/error.h"
 
 namespace spatialgrad::python {
-
-namespace {
-
-RoiAlignParams make_params(int64_t pooled_height, int64_t pooled_width, double spatial_scale, int64_t sampling_ratio,
-                           bool aligned) {
-  RoiAlignParams params;
-  params.pooled_height = pooled_height;
-  params.pooled_width = pooled_width;
-  params.spatial_scale = spatial_scale;
-  params.sampling_ratio = sampling_ratio;
-  params.aligned = aligned;
-  return params;
-}
-
-}  // namespace
 
 void bind_roi_align(py::module_& m) {
   m.def(
@@ -31,8 +15,7 @@ void bind_roi_align(py::module_& m) {
         SG_CHECK(output_size.size() == 1 || output_size.size() == 2,
                  "roi_align(): expected output_size to have 1 or 2 entries, but got ", output_size.size(), " (",
                  format_list(output_size, "[", "]"), ")");
-        const RoiAlignParams params =
-            make_params(output_size[0], output_size.back(), spatial_scale, sampling_ratio, aligned);
+        const RoiAlignParams params{output_size[0], output_size.back(), spatial_scale, sampling_ratio, aligned};
         const TensorView in = view_of(input, "roi_align", "input");
         const TensorView rois = view_of(boxes, "roi_align", "boxes");
         Output out = new_output(input, roi_align_output_shape(in.sizes(), rois.sizes(), params));
@@ -46,7 +29,7 @@ void bind_roi_align(py::module_& m) {
       "roi_align_backward",
       [](const py::array& grad_output, const py::array& boxes, const std::vector<int64_t>& input_shape,
          int64_t pooled_height, int64_t pooled_width, double spatial_scale, int64_t sampling_ratio, bool aligned) {
-        const RoiAlignParams params = make_params(pooled_height, pooled_width, spatial_scale, sampling_ratio, aligned);
+        const RoiAlignParams params{pooled_height, pooled_width, spatial_scale, sampling_ratio, aligned};
         const TensorView go = view_of(grad_output, "roi_align_backward", "grad_output");
         const TensorView rois = view_of(boxes, "roi_align_backward", "boxes");
         check_roi_align_backward_args(go, rois, input_shape, params);  // before allocating input_shape

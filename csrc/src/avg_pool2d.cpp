@@ -4,12 +4,14 @@
 #include <atomic>
 #include <climits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "detail/avg_pool2d_lanes.h"
 #include "detail/avg_pool2d_windows.h"
 #include "detail/checks.h"
 #include "detail/convert.h"
+#include "detail/entry.h"
 #include "detail/parallel_for.h"
 #include "detail/rows.h"
 #include "detail/simd.h"
@@ -68,10 +70,13 @@ int64_t pooled_size(const char* op, int64_t in, int64_t k, int64_t s, int64_t p,
 
 std::vector<int64_t> output_shape(const char* op, const std::vector<int64_t>& in_shape, const AvgPool2dParams& p) {
   const Resolved r = resolve(op, p);
-  SG_CHECK(in_shape.size() == 3 || in_shape.size() == 4, op,
-           "(): expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, but got ", in_shape.size(), "-D shape ",
+  detail::check_layout(op, p.layout);
+  const bool nhwc = p.layout == Layout::kNHWC;
+  SG_CHECK(in_shape.size() == 3 || in_shape.size() == 4, op, "(): expected a 3-D ", nhwc ? "(H, W, C)" : "(C, H, W)",
+           " or 4-D ", nhwc ? "(N, H, W, C)" : "(N, C, H, W)", " input, but got ", in_shape.size(), "-D shape ",
            format_list(in_shape));
-  const int64_t h = in_shape[in_shape.size() - 2], w = in_shape.back();
+  const size_t h_dim = in_shape.size() - (nhwc ? 3 : 2);
+  const int64_t h = in_shape[h_dim], w = in_shape[h_dim + 1];
   int64_t oh = pooled_size(op, h, r.kh, r.sh, r.ph, p.ceil_mode);
   int64_t ow = pooled_size(op, w, r.kw, r.sw, r.pw, p.ceil_mode);
   if (checked_numel(in_shape) == 0) {
@@ -82,10 +87,20 @@ std::vector<int64_t> output_shape(const char* op, const std::vector<int64_t>& in
     SG_CHECK(oh >= 1 && ow >= 1, op, "(): expected an output of at least 1x1, but got ", oh, "x", ow,
              " for input shape ", format_list(in_shape), " (the input is smaller than the kernel)");
   }
-  std::vector<int64_t> out(in_shape.begin(), in_shape.end() - 2);
-  out.push_back(oh);
-  out.push_back(ow);
+  std::vector<int64_t> out(in_shape);
+  out[h_dim] = oh;
+  out[h_dim + 1] = ow;
   return out;
+}
+
+// The kernels index (N, C, H, W) or (C, H, W): a kNHWC tensor reaches them as the same memory with its
+// dimensions permuted, whose channels-last strides then choose the channels-last kernels.
+TensorView channels_first(const TensorView& t, Layout layout) {
+  if (layout == Layout::kNCHW) return t;
+  std::vector<int64_t> sizes = t.sizes(), strides = t.strides();
+  std::rotate(sizes.end() - 3, sizes.end() - 1, sizes.end());  // (..., H, W, C) -> (..., C, H, W)
+  std::rotate(strides.end() - 3, strides.end() - 1, strides.end());
+  return TensorView(t.raw_data(), t.dtype(), std::move(sizes), std::move(strides));
 }
 
 // Plane geometry shared by both directions: a 3-D tensor is one batch of C planes.
@@ -1012,117 +1027,140 @@ int64_t forward_work_per_row(const Windows& win) {
   return std::max<int64_t>(1, win.w.in * (win.h.max_window + 1) + width_work);
 }
 
-template <class T>
-void forward_channels_last(const TensorView& input, const TensorView& output, const Windows& win, int64_t lanes) {
-  using Acc = AccType<T>;
-  const ChannelsLastPlan<T> plan(win, input, output, lanes);
-  const int64_t images = (input.dim() == 4 ? input.size(0) : 1) * plan.blocks.blocks;
-  const int64_t work = lanes * plan.band * forward_work_per_row(win);
-  parallel_chunks(0, images * plan.bands, grain_for(work), 0, [&](ChunkQueue& queue) {
-    LaneForwardScratch<Acc> scratch(win, lanes);
-    std::vector<Acc> rows(static_cast<size_t>(plan.band * win.w.out * lanes)), moved(rows.size());
-    for (int64_t lo, hi; queue.next(lo, hi);) {
-      forward_rows_channels_last(plan, scratch, rows.data(), moved.data(), lo, hi);
-    }
-  });
-}
-
-template <class T>
-void forward_plane_tiles(const TensorView& input, const TensorView& output, const Windows& win, int64_t lanes) {
-  const TilePlan<T> plan(win, input, output, lanes);
-  const int64_t work = lanes * win.h.out * forward_work_per_row(win);
-  parallel_chunks(0, plan.blocks.count(), grain_for(work), 0, [&](ChunkQueue& queue) {
-    LaneForwardScratch<AccType<T>> scratch(win, lanes);
-    TileScratch<AccType<T>> tiles(input, output, lanes);
-    for (int64_t lo, hi; queue.next(lo, hi);) forward_tiles(plan, scratch, tiles, lo, hi);
-  });
-}
-
-template <class T>
-void forward_planes(const TensorView& input, const TensorView& output, const Windows& win) {
-  using Acc = AccType<T>;
-  const PlanePlan<T> plan(win, input, output);
-  dispatch_width_pass<detail::StridedBoxSum<Acc>, detail::DirectBoxSum<Acc>>(win, [&](auto tag) {
-    using WidthSum = typename decltype(tag)::type;
-    const int64_t grain = grain_for(forward_work_per_row(win));
-    parallel_chunks(0, plan.src_planes.count * win.h.out, grain, 0, [&](ChunkQueue& queue) {
-      ForwardScratch<T, WidthSum> scratch(win);
-      for (int64_t lo, hi; queue.next(lo, hi);) forward_rows(plan, scratch, lo, hi);
-    });
-  });
-}
-
-template <class T>
-void forward_kernel(const TensorView& input, const TensorView& output, const Windows& win) {
-  const Choice choice = choose_strategy(input, output, win, true, sizeof(AccType<T>));
-  switch (choice.strategy) {
-    case detail::PoolStrategy::kChannelsLast:
-      return forward_channels_last<T>(input, output, win, choice.lanes);
-    case detail::PoolStrategy::kPlaneTiles:
-      return forward_plane_tiles<T>(input, output, win, choice.lanes);
-    default:
-      return forward_planes<T>(input, output, win);
-  }
-}
-
 int64_t backward_work_per_row(const Windows& win) {
   const int64_t width_work = win.direct_width ? win.w.in * (win.w.max_cover + 1) : win.w.out + win.w.in;
   return std::max<int64_t>(1, width_work * (win.h.max_cover + 1));
 }
 
-template <class T>
-void backward_channels_last(const TensorView& grad_output, const TensorView& grad_input, const Windows& win,
-                            int64_t lanes) {
+// What the forward's and the backward's drivers differ in: their scratch, their row functions, their work per
+// row, and the side of the windows a task's rows are on (output rows forward, input rows backward).
+struct ForwardPass {
+  static constexpr bool kForward = true;
+  template <class Acc>
+  using LaneScratch = LaneForwardScratch<Acc>;
+  template <class Acc>
+  using WidthPasses = std::pair<detail::StridedBoxSum<Acc>, detail::DirectBoxSum<Acc>>;
+  template <class T, class WidthPass>
+  using PlaneScratch = ForwardScratch<T, WidthPass>;
+  static int64_t work_per_row(const Windows& win) { return forward_work_per_row(win); }
+  static int64_t rows(const Windows& win) { return win.h.out; }
+  static int64_t columns(const Windows& win) { return win.w.out; }
+  template <class Plan>
+  static int64_t planes(const Plan& plan) {
+    return plan.src_planes.count;
+  }
+  template <class... Args>
+  static void channels_last_rows(Args&&... args) {
+    forward_rows_channels_last(std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  static void tile_rows(Args&&... args) {
+    forward_tiles(std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  static void plane_rows(Args&&... args) {
+    forward_rows(std::forward<Args>(args)...);
+  }
+};
+
+struct BackwardPass {
+  static constexpr bool kForward = false;
+  template <class Acc>
+  using LaneScratch = LaneBackwardScratch<Acc>;
+  template <class Acc>
+  using WidthPasses = std::pair<detail::BoxSpread<Acc>, detail::DirectSpread<Acc>>;
+  template <class T, class WidthPass>
+  using PlaneScratch = BackwardScratch<T, WidthPass>;
+  static int64_t work_per_row(const Windows& win) { return backward_work_per_row(win); }
+  static int64_t rows(const Windows& win) { return win.h.in; }
+  static int64_t columns(const Windows& win) { return win.w.in; }
+  template <class Plan>
+  static int64_t planes(const Plan& plan) {
+    return plan.dst_planes.count;
+  }
+  template <class... Args>
+  static void channels_last_rows(Args&&... args) {
+    backward_rows_channels_last(std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  static void tile_rows(Args&&... args) {
+    backward_tiles(std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  static void plane_rows(Args&&... args) {
+    backward_rows(std::forward<Args>(args)...);
+  }
+};
+
+// The three families' drivers, for either pass: `src` is what the pass reads (input, grad_output), `dst`
+// what it writes (output, grad_input).
+template <class T, class Pass>
+void run_channels_last(const TensorView& src, const TensorView& dst, const Windows& win, int64_t lanes) {
   using Acc = AccType<T>;
-  const ChannelsLastPlan<T> plan(win, grad_output, grad_input, lanes);
-  const int64_t images = (grad_input.dim() == 4 ? grad_input.size(0) : 1) * plan.blocks.blocks;
-  const int64_t work = lanes * plan.band * backward_work_per_row(win);
+  const ChannelsLastPlan<T> plan(win, src, dst, lanes);
+  const int64_t images = (dst.dim() == 4 ? dst.size(0) : 1) * plan.blocks.blocks;
+  const int64_t work = lanes * plan.band * Pass::work_per_row(win);
   parallel_chunks(0, images * plan.bands, grain_for(work), 0, [&](ChunkQueue& queue) {
-    LaneBackwardScratch<Acc> scratch(win, lanes);
-    std::vector<Acc> rows(static_cast<size_t>(plan.band * win.w.in * lanes)), moved(rows.size());
-    for (int64_t lo, hi; queue.next(lo, hi);) {
-      backward_rows_channels_last(plan, scratch, rows.data(), moved.data(), lo, hi);
-    }
+    typename Pass::template LaneScratch<Acc> scratch(win, lanes);
+    std::vector<Acc> rows(static_cast<size_t>(plan.band * Pass::columns(win) * lanes)), moved(rows.size());
+    for (int64_t lo, hi; queue.next(lo, hi);)
+      Pass::channels_last_rows(plan, scratch, rows.data(), moved.data(), lo, hi);
   });
 }
 
-template <class T>
-void backward_plane_tiles(const TensorView& grad_output, const TensorView& grad_input, const Windows& win,
-                          int64_t lanes) {
-  const TilePlan<T> plan(win, grad_output, grad_input, lanes);
-  const int64_t work = lanes * win.h.in * backward_work_per_row(win);
+template <class T, class Pass>
+void run_plane_tiles(const TensorView& src, const TensorView& dst, const Windows& win, int64_t lanes) {
+  const TilePlan<T> plan(win, src, dst, lanes);
+  const int64_t work = lanes * Pass::rows(win) * Pass::work_per_row(win);
   parallel_chunks(0, plan.blocks.count(), grain_for(work), 0, [&](ChunkQueue& queue) {
-    LaneBackwardScratch<AccType<T>> scratch(win, lanes);
-    TileScratch<AccType<T>> tiles(grad_output, grad_input, lanes);
-    for (int64_t lo, hi; queue.next(lo, hi);) backward_tiles(plan, scratch, tiles, lo, hi);
+    typename Pass::template LaneScratch<AccType<T>> scratch(win, lanes);
+    TileScratch<AccType<T>> tiles(src, dst, lanes);
+    for (int64_t lo, hi; queue.next(lo, hi);) Pass::tile_rows(plan, scratch, tiles, lo, hi);
   });
 }
 
-template <class T>
-void backward_planes(const TensorView& grad_output, const TensorView& grad_input, const Windows& win) {
-  using Acc = AccType<T>;
-  const PlanePlan<T> plan(win, grad_output, grad_input);
-  dispatch_width_pass<detail::BoxSpread<Acc>, detail::DirectSpread<Acc>>(win, [&](auto tag) {
-    using Spread = typename decltype(tag)::type;
-    const int64_t grain = grain_for(backward_work_per_row(win));
-    parallel_chunks(0, plan.dst_planes.count * win.h.in, grain, 0, [&](ChunkQueue& queue) {
-      BackwardScratch<T, Spread> scratch(win);
-      for (int64_t lo, hi; queue.next(lo, hi);) backward_rows(plan, scratch, lo, hi);
+template <class T, class Pass>
+void run_planes(const TensorView& src, const TensorView& dst, const Windows& win) {
+  using Passes = typename Pass::template WidthPasses<AccType<T>>;
+  const PlanePlan<T> plan(win, src, dst);
+  dispatch_width_pass<typename Passes::first_type, typename Passes::second_type>(win, [&](auto tag) {
+    using WidthPass = typename decltype(tag)::type;
+    const int64_t grain = grain_for(Pass::work_per_row(win));
+    parallel_chunks(0, Pass::planes(plan) * Pass::rows(win), grain, 0, [&](ChunkQueue& queue) {
+      typename Pass::template PlaneScratch<T, WidthPass> scratch(win);
+      for (int64_t lo, hi; queue.next(lo, hi);) Pass::plane_rows(plan, scratch, lo, hi);
     });
   });
 }
 
-template <class T>
-void backward_kernel(const TensorView& grad_output, const TensorView& grad_input, const Windows& win) {
-  const Choice choice = choose_strategy(grad_output, grad_input, win, false, sizeof(AccType<T>));
+// The strategy of the call (choose_strategy), then its family's driver.
+template <class T, class Pass>
+void run_kernel(const TensorView& src, const TensorView& dst, const Windows& win) {
+  const Choice choice = choose_strategy(src, dst, win, Pass::kForward, sizeof(AccType<T>));
   switch (choice.strategy) {
     case detail::PoolStrategy::kChannelsLast:
-      return backward_channels_last<T>(grad_output, grad_input, win, choice.lanes);
+      return run_channels_last<T, Pass>(src, dst, win, choice.lanes);
     case detail::PoolStrategy::kPlaneTiles:
-      return backward_plane_tiles<T>(grad_output, grad_input, win, choice.lanes);
+      return run_plane_tiles<T, Pass>(src, dst, win, choice.lanes);
     default:
-      return backward_planes<T>(grad_output, grad_input, win);
+      return run_planes<T, Pass>(src, dst, win);
   }
+}
+
+// The validated operators on (N, C, H, W) / (C, H, W) views (half precision converted by rows as the
+// kernels read and write them).
+template <class T>
+void run_forward(const TensorView& input, const TensorView& output, const AvgPool2dParams& params) {
+  const Windows win =
+      make_windows(resolve(kForward, params), params, input.size(-2), input.size(-1), output.size(-2), output.size(-1));
+  run_kernel<T, ForwardPass>(input, output, win);
+}
+
+template <class T>
+void run_backward(const TensorView& grad_output, const TensorView& grad_input, const AvgPool2dParams& params) {
+  const Windows win = make_windows(resolve(kBackward, params), params, grad_input.size(-2), grad_input.size(-1),
+                                   grad_output.size(-2), grad_output.size(-1));
+  run_kernel<T, BackwardPass>(grad_output, grad_input, win);
 }
 
 }  // namespace
@@ -1139,12 +1177,11 @@ void avg_pool2d(const TensorView& input, const TensorView& output, const AvgPool
   const std::vector<int64_t> expected = output_shape(kForward, input.sizes(), params);
   detail::check_shape(kForward, "output", output, expected);
   detail::check_same_dtype(kForward, "output", output, "input", input);
-  dispatch_floating(input.dtype(), kForward, "input", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  // Half precision converted by rows as the kernels read and write them (no staging).
+  detail::run_entry(kForward, "input", input.dtype(), [&](auto tag, auto&) {
     if (output.is_empty()) return;
-    const Resolved r = resolve(kForward, params);
-    const Windows win = make_windows(r, params, input.size(-2), input.size(-1), output.size(-2), output.size(-1));
-    forward_kernel<T>(input, output, win);
+    run_forward<typename decltype(tag)::type>(channels_first(input, params.layout),
+                                              channels_first(output, params.layout), params);
   });
 }
 
@@ -1164,13 +1201,10 @@ void check_avg_pool2d_backward(const TensorView& grad_output, const TensorView& 
 void avg_pool2d_backward(const TensorView& grad_output, const TensorView& input, const TensorView& grad_input,
                          const AvgPool2dParams& params) {
   check_avg_pool2d_backward(grad_output, input, grad_input, params);
-  dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  detail::run_entry(kBackward, "grad_output", grad_output.dtype(), [&](auto tag, auto&) {
     if (grad_input.is_empty()) return;
-    const Resolved r = resolve(kBackward, params);
-    const Windows win =
-        make_windows(r, params, input.size(-2), input.size(-1), grad_output.size(-2), grad_output.size(-1));
-    backward_kernel<T>(grad_output, grad_input, win);
+    run_backward<typename decltype(tag)::type>(channels_first(grad_output, params.layout),
+                                               channels_first(grad_input, params.layout), params);
   });
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "detail/checks.h"
+#include "detail/entry.h"
 #include "detail/grid_sampler_2d_checks.h"
 #include "detail/grid_sampler_2d_coords.h"
 #include "detail/grid_sampler_2d_planes.h"
@@ -851,10 +852,10 @@ void grid_sampler_2d(const TensorView& input, const TensorView& grid, const Tens
   detail::check_same_dtype(kForward, "grid", grid, "input", input);
   detail::check_shape(kForward, "output", output, expected);
   detail::check_same_dtype(kForward, "output", output, "input", input);
-  dispatch_floating(input.dtype(), kForward, "input", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  // Half precision converted as the kernels pack and unpack their tiles and planes (no staging).
+  detail::run_entry(kForward, "input", input.dtype(), [&](auto tag, auto&) {
     if (output.is_empty()) return;
-    run_forward<T>(input, grid, output, params);
+    run_forward<typename decltype(tag)::type>(input, grid, output, params);
   });
 }
 
@@ -895,7 +896,7 @@ void grid_sampler_2d_backward(const TensorView& grad_output, const TensorView& i
     if (wanted_grid) fill_zeros(grad_grid);
     return;
   }
-  dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
+  detail::run_entry(kBackward, "grad_output", grad_output.dtype(), [&](auto tag, auto&) {
     run_backward<typename decltype(tag)::type>(grad_output, input, grid, wanted_input, wanted_grid, params);
   });
 }

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "detail/checks.h"
-#include "detail/float_staging.h"
+#include "detail/entry.h"
 #include "detail/grid_sampler_2d_checks.h"
 #include "detail/grid_sampler_2d_coords.h"
 #include "detail/parallel_for.h"
@@ -27,6 +27,7 @@ namespace spatialgrad {
 namespace {
 
 using detail::CoordGrad;
+using detail::is_absent;
 
 constexpr const char* kOp = "grid_sampler_2d_double_backward";
 
@@ -279,8 +280,6 @@ void run_plane_pass(const Problem<T>& pb) {
 
 // ---- entry -------------------------------------------------------------------------------------------
 
-bool is_absent(const TensorView& t) { return t.raw_data() == nullptr && t.dim() == 0; }
-
 void check_arguments(const TensorView& gg_input, const TensorView& gg_grid, const TensorView& grad_output,
                      const TensorView& input, const TensorView& grid, const TensorView& d_grad_output,
                      const TensorView& d_input, const TensorView& d_grid, const GridSampler2dParams& params,
@@ -338,25 +337,6 @@ void run_validated(const TensorView& gg_input, const TensorView& gg_grid, const 
   if (want_input) run_plane_pass(pb);
 }
 
-// float16/bfloat16: every operand widened once to float32, the float32 kernel, every output rounded once.
-void run_staged(const TensorView& gg_input, const TensorView& gg_grid, const TensorView& grad_output,
-                const TensorView& input, const TensorView& grid, const TensorView& d_grad_output,
-                const TensorView& d_input, const TensorView& d_grid, const GridSampler2dParams& params,
-                const std::vector<bool>& mask) {
-  using detail::FloatStaging;
-  const auto in_copy = [](const TensorView& t) { return is_absent(t) ? FloatStaging() : FloatStaging::copy_of(t); };
-  const auto out_like = [](const TensorView& t, bool want) { return want ? FloatStaging::like(t) : FloatStaging(); };
-  const FloatStaging s_ggi = in_copy(gg_input), s_ggg = in_copy(gg_grid), s_go = in_copy(grad_output),
-                     s_in = in_copy(input), s_grid = in_copy(grid);
-  const FloatStaging s_dgo = out_like(d_grad_output, mask[0]), s_din = out_like(d_input, mask[1]),
-                     s_dgrid = out_like(d_grid, mask[2]);
-  run_validated<float>(s_ggi.view(), s_ggg.view(), s_go.view(), s_in.view(), s_grid.view(), s_dgo.view(), s_din.view(),
-                       s_dgrid.view(), params, mask);
-  if (mask[0]) s_dgo.narrow_into(d_grad_output);
-  if (mask[1]) s_din.narrow_into(d_input);
-  if (mask[2]) s_dgrid.narrow_into(d_grid);
-}
-
 }  // namespace
 
 void grid_sampler_2d_double_backward(const TensorView& grad_grad_input, const TensorView& grad_grad_grid,
@@ -370,15 +350,12 @@ void grid_sampler_2d_double_backward(const TensorView& grad_grad_input, const Te
   const bool want_input = output_mask[1] && !d_input.is_empty();
   const bool want_grid = output_mask[2] && !d_grid.is_empty();
   if (!(want_go || want_input || want_grid)) return;
-  dispatch_floating(grad_output.dtype(), kOp, "grad_output", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (detail::kIsHalfType<T>) {
-      run_staged(grad_grad_input, grad_grad_grid, grad_output, input, grid, d_grad_output, d_input, d_grid, params,
-                 output_mask);
-    } else {
-      run_validated<T>(grad_grad_input, grad_grad_grid, grad_output, input, grid, d_grad_output, d_input, d_grid,
-                       params, output_mask);
-    }
+  // float16/bfloat16: every operand widened once to float32, the float32 kernel, every output rounded once.
+  detail::run_entry(kOp, "grad_output", grad_output.dtype(), [&](auto tag, auto& s) {
+    using T = AccType<typename decltype(tag)::type>;
+    run_validated<T>(s.in(grad_grad_input), s.in(grad_grad_grid), s.in(grad_output), s.in(input), s.in(grid),
+                     s.out(d_grad_output, output_mask[0]), s.out(d_input, output_mask[1]),
+                     s.out(d_grid, output_mask[2]), params, output_mask);
   });
 }
 

@@ -9,7 +9,7 @@
 
 #include "detail/checks.h"
 #include "detail/convert.h"
-#include "detail/float_staging.h"
+#include "detail/entry.h"
 #include "detail/ms_deform_attn.h"
 #include "detail/parallel_for.h"
 #include "detail/rows.h"
@@ -1175,7 +1175,9 @@ std::vector<int64_t> ms_deform_attn_output_shape(const std::vector<int64_t>& val
 void ms_deform_attn(const TensorView& value, const TensorView& spatial_shapes, const TensorView& level_start_index,
                     const TensorView& sampling_locations, const TensorView& attention_weights,
                     const TensorView& output) {
-  dispatch_floating(value.dtype(), kForward, "value", [&](auto tag) {
+  // value rows are widened as the kernel packs them, output rows narrowed as it writes them; the locations
+  // and weights, read one at a time, are staged in float32 for half precision (detail/entry.h).
+  detail::run_entry(kForward, "value", value.dtype(), [&](auto tag, auto& staging) {
     using T = typename decltype(tag)::type;
     const Problem pb =
         validate(kForward, value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
@@ -1185,16 +1187,8 @@ void ms_deform_attn(const TensorView& value, const TensorView& spatial_shapes, c
     if (output.is_empty()) return;
     if (nothing_sampled(pb)) return fill_zeros(output);
     const int64_t in_out = detail::bytes_of({&value, &sampling_locations, &attention_weights, &output});
-    if constexpr (detail::kIsHalfType<T>) {
-      // value rows are widened as the kernel packs them, output rows narrowed as it writes them; the
-      // locations and weights, read one at a time, are staged in float32 (detail/float_staging.h).
-      using detail::FloatStaging;
-      const auto staged_locations = FloatStaging::copy_of(sampling_locations);
-      const auto staged_weights = FloatStaging::copy_of(attention_weights);
-      forward_kernel<T, float>(pb, value, staged_locations.view(), staged_weights.view(), output, in_out);
-    } else {
-      forward_kernel<T, T>(pb, value, sampling_locations, attention_weights, output, in_out);
-    }
+    forward_kernel<T, AccType<T>>(pb, value, staging.in(sampling_locations), staging.in(attention_weights), output,
+                                  in_out);
   });
 }
 
@@ -1239,7 +1233,9 @@ void ms_deform_attn_backward(const TensorView& value, const TensorView& spatial_
                              const TensorView& attention_weights, const TensorView& grad_output,
                              const TensorView& grad_value, const TensorView& grad_sampling_locations,
                              const TensorView& grad_attention_weights) {
-  dispatch_floating(value.dtype(), kBackward, "value", [&](auto tag) {
+  // As in the forward: value, grad_output and grad_value rows converted as the kernel reads and writes
+  // them, the points and their gradients staged in float32 for half precision.
+  detail::run_entry(kBackward, "value", value.dtype(), [&](auto tag, auto& staging) {
     using T = typename decltype(tag)::type;
     const Problem pb =
         validate_backward(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, grad_output,
@@ -1253,26 +1249,11 @@ void ms_deform_attn_backward(const TensorView& value, const TensorView& spatial_
     }
     const int64_t in_out = detail::bytes_of({&value, &sampling_locations, &attention_weights, &grad_output, &grad_value,
                                      &grad_sampling_locations, &grad_attention_weights});
-    if constexpr (detail::kIsHalfType<T>) {
-      // As in the forward: value, grad_output and grad_value rows converted as the kernel reads and
-      // writes them, the points and their gradients staged in float32 (detail/float_staging.h).
-      using detail::FloatStaging;
-      const auto staged_locations = FloatStaging::copy_of(sampling_locations);
-      const auto staged_weights = FloatStaging::copy_of(attention_weights);
-      const auto staged_grad_locations = FloatStaging::like(grad_sampling_locations);
-      const auto staged_grad_weights = FloatStaging::like(grad_attention_weights);
-      backward_kernel<T, float>(pb,
-                                {value, staged_locations.view(), staged_weights.view(), grad_output, grad_value,
-                                 staged_grad_locations.view(), staged_grad_weights.view()},
-                                in_out);
-      staged_grad_locations.narrow_into(grad_sampling_locations);
-      staged_grad_weights.narrow_into(grad_attention_weights);
-    } else {
-      backward_kernel<T, T>(pb,
-                            {value, sampling_locations, attention_weights, grad_output, grad_value,
-                             grad_sampling_locations, grad_attention_weights},
-                            in_out);
-    }
+    backward_kernel<T, AccType<T>>(
+        pb,
+        {value, staging.in(sampling_locations), staging.in(attention_weights), grad_output, grad_value,
+         staging.out(grad_sampling_locations), staging.out(grad_attention_weights)},
+        in_out);
   });
 }
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "detail/checks.h"
-#include "detail/float_staging.h"
+#include "detail/entry.h"
 #include "detail/ms_deform_attn.h"
 #include "detail/parallel_for.h"
 #include "spatialgrad/ms_deform_attn.h"
@@ -31,8 +31,7 @@ constexpr const char* kOp = "ms_deform_attn_double_backward";
 using detail::DeformLevel;
 using detail::DeformPoint;
 using detail::DeformProblem;
-
-bool is_absent(const TensorView& t) { return t.raw_data() == nullptr && t.dim() == 0; }
+using detail::is_absent;
 
 // A strided view as base pointer plus strides (null base for an absent cotangent).
 template <class T, int D>
@@ -274,25 +273,6 @@ void run_validated(const DeformProblem& shape, const TensorView& value, const Te
   run(pb);
 }
 
-// float16/bfloat16: every operand widened once to float32, the float32 kernel, every output rounded once.
-void run_staged(const DeformProblem& shape, const TensorView& value, const TensorView& loc, const TensorView& attn,
-                const TensorView& grad_output, const TensorView& gg_value, const TensorView& gg_loc,
-                const TensorView& gg_attn, const TensorView& d_value, const TensorView& d_loc, const TensorView& d_attn,
-                const TensorView& d_grad_output) {
-  using detail::FloatStaging;
-  const auto in = [](const TensorView& t) { return is_absent(t) ? FloatStaging() : FloatStaging::copy_of(t); };
-  const FloatStaging s_value = in(value), s_loc = in(loc), s_attn = in(attn), s_go = in(grad_output),
-                     s_ggv = in(gg_value), s_ggl = in(gg_loc), s_gga = in(gg_attn);
-  const FloatStaging s_dv = FloatStaging::like(d_value), s_dl = FloatStaging::like(d_loc),
-                     s_da = FloatStaging::like(d_attn), s_dgo = FloatStaging::like(d_grad_output);
-  run_validated<float>(shape, s_value.view(), s_loc.view(), s_attn.view(), s_go.view(), s_ggv.view(), s_ggl.view(),
-                       s_gga.view(), s_dv.view(), s_dl.view(), s_da.view(), s_dgo.view());
-  s_dv.narrow_into(d_value);
-  s_dl.narrow_into(d_loc);
-  s_da.narrow_into(d_attn);
-  s_dgo.narrow_into(d_grad_output);
-}
-
 }  // namespace
 
 void ms_deform_attn_double_backward(const TensorView& value, const TensorView& spatial_shapes,
@@ -312,17 +292,12 @@ void ms_deform_attn_double_backward(const TensorView& value, const TensorView& s
     for (const TensorView* t : {&d_value, &d_sampling_locations, &d_attention_weights, &d_grad_output}) fill_zeros(*t);
     return;
   }
-  dispatch_floating(value.dtype(), kOp, "value", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (detail::kIsHalfType<T>) {
-      run_staged(shape, value, sampling_locations, attention_weights, grad_output, grad_grad_value,
-                 grad_grad_sampling_locations, grad_grad_attention_weights, d_value, d_sampling_locations,
-                 d_attention_weights, d_grad_output);
-    } else {
-      run_validated<T>(shape, value, sampling_locations, attention_weights, grad_output, grad_grad_value,
-                       grad_grad_sampling_locations, grad_grad_attention_weights, d_value, d_sampling_locations,
-                       d_attention_weights, d_grad_output);
-    }
+  // float16/bfloat16: every operand widened once to float32, the float32 kernel, every output rounded once.
+  detail::run_entry(kOp, "value", value.dtype(), [&](auto tag, auto& s) {
+    using T = AccType<typename decltype(tag)::type>;
+    run_validated<T>(shape, s.in(value), s.in(sampling_locations), s.in(attention_weights), s.in(grad_output),
+                     s.in(grad_grad_value), s.in(grad_grad_sampling_locations), s.in(grad_grad_attention_weights),
+                     s.out(d_value), s.out(d_sampling_locations), s.out(d_attention_weights), s.out(d_grad_output));
   });
 }
 

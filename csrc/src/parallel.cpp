@@ -69,9 +69,8 @@ void sleep_while_equal(std::atomic<uint32_t>& word, uint32_t expected) noexcept 
 
 // Before sleeping, a thread watches its word for kWatch, yielding the core at every look: back-to-back
 // calls then find the workers awake and the caller returns as soon as the last chunk is done, where a
-// futex wake-up takes tens of microseconds on a virtualised host. Measured on the quiet host (make sweep,
-// alternated with PyTorch, OMP_WAIT_POLICY=PASSIVE): avg_pool2d (2,64,13,13) backward 36 -> 14 us,
-// (32,512,7,7) k7 forward 122-154 -> 87 us; calls of milliseconds did not change. The yield gives a busy
+// futex wake-up takes tens of microseconds on a virtualised host (docs/design.md, "Beside PyTorch's OpenMP
+// threads": small back-to-back calls 36 -> 14 us; calls of milliseconds did not change). The yield gives a busy
 // machine's other threads the core first, and the watch ends: no thread spins while no call comes.
 constexpr auto kWatch = std::chrono::microseconds(300);
 

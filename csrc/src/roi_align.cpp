@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "detail/checks.h"
-#include "detail/float_staging.h"
+#include "detail/entry.h"
 #include "detail/parallel_for.h"
 #include "detail/roi_align_geometry.h"
 #include "detail/rows.h"
@@ -871,17 +871,10 @@ void roi_align(const TensorView& input, const TensorView& boxes, const TensorVie
   detail::check_shape(kForward, "output", output, expected);
   detail::check_same_dtype(kForward, "boxes", boxes, "input", input);
   detail::check_same_dtype(kForward, "output", output, "input", input);
-  dispatch_floating(input.dtype(), kForward, "input", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (detail::kIsHalfType<T>) {  // computed in float32 on staged copies: detail/float_staging.h
-      using detail::FloatStaging;
-      const auto staged_input = FloatStaging::copy_of(input), staged_boxes = FloatStaging::copy_of(boxes);
-      const auto staged_output = FloatStaging::like(output);
-      run_forward<float>(staged_input.view(), staged_boxes.view(), staged_output.view(), params);
-      staged_output.narrow_into(output);
-    } else {
-      run_forward<T>(input, boxes, output, params);
-    }
+  // Half precision computed in float32 on staged copies (detail/entry.h).
+  detail::run_entry(kForward, "input", input.dtype(), [&](auto tag, auto& staging) {
+    using T = AccType<typename decltype(tag)::type>;
+    run_forward<T>(staging.in(input), staging.in(boxes), staging.out(output), params);
   });
 }
 
@@ -918,18 +911,9 @@ void check_roi_align_backward(const TensorView& grad_output, const TensorView& b
 void roi_align_backward(const TensorView& grad_output, const TensorView& boxes, const std::vector<int64_t>& input_shape,
                         const TensorView& grad_input, const RoiAlignParams& params) {
   check_roi_align_backward(grad_output, boxes, input_shape, grad_input, params);
-  dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (detail::kIsHalfType<T>) {  // computed in float32 on staged copies: detail/float_staging.h
-      using detail::FloatStaging;
-      const auto staged_grad_output = FloatStaging::copy_of(grad_output), staged_boxes = FloatStaging::copy_of(boxes);
-      const auto staged_grad_input = FloatStaging::like(grad_input);
-      run_backward<float>(staged_grad_output.view(), staged_boxes.view(), input_shape, staged_grad_input.view(),
-                          params);
-      staged_grad_input.narrow_into(grad_input);
-    } else {
-      run_backward<T>(grad_output, boxes, input_shape, grad_input, params);
-    }
+  detail::run_entry(kBackward, "grad_output", grad_output.dtype(), [&](auto tag, auto& staging) {
+    using T = AccType<typename decltype(tag)::type>;
+    run_backward<T>(staging.in(grad_output), staging.in(boxes), input_shape, staging.out(grad_input), params);
   });
 }
 

@@ -1,5 +1,6 @@
 #include "spatialgrad/tensor.h"
 
+#include <cctype>
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -7,37 +8,34 @@
 
 namespace spatialgrad {
 
-const char* dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16:
-      return "float16";
-    case DType::kBFloat16:
-      return "bfloat16";
-    case DType::kFloat32:
-      return "float32";
-    case DType::kFloat64:
-      return "float64";
-    case DType::kInt32:
-      return "int32";
-    case DType::kInt64:
-      return "int64";
-  }
-  return "unknown";
+namespace {
+
+// Name and element size of each DType, in enumerator order.
+struct DTypeInfo {
+  const char* name;
+  int64_t size;
+};
+constexpr DTypeInfo kDTypes[] = {{"float16", 2}, {"bfloat16", 2}, {"float32", 4},
+                                 {"float64", 8}, {"int32", 4},    {"int64", 8}};
+
+bool is_known(DType dtype) { return static_cast<size_t>(dtype) < sizeof(kDTypes) / sizeof(kDTypes[0]); }
+
+}  // namespace
+
+const char* dtype_name(DType dtype) { return is_known(dtype) ? kDTypes[static_cast<size_t>(dtype)].name : "unknown"; }
+
+int64_t dtype_size(DType dtype) { return is_known(dtype) ? kDTypes[static_cast<size_t>(dtype)].size : 0; }
+
+const char* layout_name(Layout layout) {
+  return layout == Layout::kNCHW ? "NCHW" : layout == Layout::kNHWC ? "NHWC" : "unknown";
 }
 
-int64_t dtype_size(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16:
-    case DType::kBFloat16:
-      return 2;
-    case DType::kFloat32:
-    case DType::kInt32:
-      return 4;
-    case DType::kFloat64:
-    case DType::kInt64:
-      return 8;
-  }
-  return 0;
+Layout parse_layout(const char* op, const std::string& name) {
+  std::string upper(name);
+  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (upper == "NCHW") return Layout::kNCHW;
+  if (upper == "NHWC") return Layout::kNHWC;
+  detail::fail(ErrorKind::kInvalidArgument, op, "(): expected layout \"NCHW\" or \"NHWC\", but got \"", name, "\"");
 }
 
 int64_t checked_numel(const std::vector<int64_t>& sizes) {

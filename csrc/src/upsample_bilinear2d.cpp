@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +11,7 @@
 
 #include "detail/checks.h"
 #include "detail/convert.h"
+#include "detail/entry.h"
 #include "detail/parallel_for.h"
 #include "detail/rows.h"
 #include "detail/simd.h"
@@ -41,11 +41,6 @@ bool streams_rows(const TensorView& output, int64_t row_values) {
 
 bool worth_streaming(const TensorView& output) {
   return output.numel() * dtype_size(output.dtype()) >= kStreamingBytes;
-}
-
-void check_layout(const char* op, Layout layout) {
-  SG_CHECK(layout == Layout::kNCHW || layout == Layout::kNHWC, op, "(): expected layout NCHW (0) or NHWC (1), but got ",
-           static_cast<int>(layout));
 }
 
 // Positions of the N, C, H, W dimensions in a 4-D tensor or size list of the layout.
@@ -344,15 +339,27 @@ struct ColumnChunk {
   int64_t iw_begin, iw_end, ow_begin, ow_end;
 };
 
+// The length of the runs of an axis of `count` pixels, each reaching at most ceil(other / count) + 1 pixels
+// of `per_pixel` values on the other side, whose reach holds about `budget` values (at least 1, at most count).
+int64_t run_width(int64_t count, int64_t other, int64_t per_pixel, int64_t budget) {
+  const int64_t reach = (other + count - 1) / count + 1;
+  return std::clamp<int64_t>(budget / std::max<int64_t>(1, per_pixel * reach), 1, count);
+}
+
+// chunk(a, b) for the runs [a, a + width), [a + width, a + 2 width), ... of [0, count), the last one shorter.
+template <class Chunk>
+std::vector<ColumnChunk> runs_of(int64_t count, int64_t width, const Chunk& chunk) {
+  std::vector<ColumnChunk> chunks;
+  for (int64_t a = 0; a < count; a += width) chunks.push_back(chunk(a, std::min(a + width, count)));
+  return chunks;
+}
+
 // Splits the input pixels into runs whose output pixels, `per_pixel` values each, hold about `budget` values:
 // the chunks of the backward, whose buffers stay in cache between the H and W passes.
 template <class Acc>
 std::vector<ColumnChunk> input_chunks(const detail::LinearAxis<Acc>& w_axis, int64_t per_pixel, int64_t budget) {
-  const int64_t per_input = (w_axis.out + w_axis.in - 1) / w_axis.in + 1;  // output pixels per input pixel
-  const int64_t width = std::clamp<int64_t>(budget / std::max<int64_t>(1, per_pixel * per_input), 1, w_axis.in);
-  std::vector<ColumnChunk> chunks;
-  for (int64_t a = 0; a < w_axis.in; a += width) {
-    const int64_t b = std::min(a + width, w_axis.in);
+  const int64_t width = run_width(w_axis.in, w_axis.out, per_pixel, budget);
+  return runs_of(w_axis.in, width, [&](int64_t a, int64_t b) {
     ColumnChunk chunk{a, b, 0, 0};
     const int64_t e_begin = w_axis.start[a], e_end = w_axis.start[b];
     if (e_begin < e_end) {
@@ -360,23 +367,18 @@ std::vector<ColumnChunk> input_chunks(const detail::LinearAxis<Acc>& w_axis, int
       chunk.ow_begin = *range.first;
       chunk.ow_end = *range.second + 1;
     }
-    chunks.push_back(chunk);
-  }
-  return chunks;
+    return chunk;
+  });
 }
 
 // Splits the output pixels into runs whose input pixels (from i0 of the first to i1 of the last), `per_pixel`
 // values each, hold about `budget` values: the chunks of the forward.
 template <class Acc>
 std::vector<ColumnChunk> output_chunks(const detail::LinearAxis<Acc>& w_axis, int64_t per_pixel, int64_t budget) {
-  const int64_t per_output = (w_axis.in + w_axis.out - 1) / w_axis.out + 1;  // input pixels per output pixel
-  const int64_t width = std::clamp<int64_t>(budget / std::max<int64_t>(1, per_pixel * per_output), 1, w_axis.out);
-  std::vector<ColumnChunk> chunks;
-  for (int64_t a = 0; a < w_axis.out; a += width) {
-    const int64_t b = std::min(a + width, w_axis.out);
-    chunks.push_back(ColumnChunk{w_axis.i0[a], w_axis.i1[b - 1] + 1, a, b});
-  }
-  return chunks;
+  const int64_t width = run_width(w_axis.out, w_axis.in, per_pixel, budget);
+  return runs_of(w_axis.out, width, [&](int64_t a, int64_t b) {
+    return ColumnChunk{w_axis.i0[a], w_axis.i1[b - 1] + 1, a, b};
+  });
 }
 
 // The most input and output pixels of any chunk.
@@ -1016,6 +1018,40 @@ UpsamplePath backward_path(Layout layout, const TensorView& grad_input, const Ta
   return grad_input.size(3) >= kChannelVectors ? UpsamplePath::kRows : UpsamplePath::kLanes;
 }
 
+// The validated operators (half precision converted by rows as the kernels read and write them).
+template <class T>
+void run_forward(const TensorView& input, const TensorView& output, const UpsampleBilinear2dParams& params) {
+  const Layout layout = params.layout;
+  const Dims d = dims_of(layout);
+  const auto tab = make_tables<AccType<T>>(input.size(d.h), input.size(d.w), output.size(d.h), output.size(d.w),
+                                           params.align_corners, params.scales_h, params.scales_w);
+  switch (forward_path<T>(input, layout, tab)) {
+    case UpsamplePath::kDirect:
+      if constexpr (!detail::kIsHalfType<T>) {
+        if (layout == Layout::kNHWC) return forward_direct_nhwc(input, output, tab);
+        if constexpr (std::is_same_v<T, float>) return forward_direct(input, output, tab);
+      }
+      break;
+    case UpsamplePath::kRows:
+      return forward_nhwc<T>(input, output, tab);
+    default:
+      break;
+  }
+  forward_lanes<T>(input, output, tab, layout);
+}
+
+template <class T>
+void run_backward(const TensorView& grad_output, const TensorView& grad_input, const UpsampleBilinear2dParams& params) {
+  const Layout layout = params.layout;
+  const Dims d = dims_of(layout);
+  const auto tab =
+      make_tables<AccType<T>>(grad_input.size(d.h), grad_input.size(d.w), grad_output.size(d.h), grad_output.size(d.w),
+                              params.align_corners, params.scales_h, params.scales_w);
+  if (backward_path(layout, grad_input, tab) == UpsamplePath::kRows)
+    return backward_nhwc<T>(grad_output, grad_input, tab);
+  backward_lanes<T>(grad_output, grad_input, tab, layout);
+}
+
 }  // namespace
 
 namespace detail {
@@ -1025,27 +1061,9 @@ void force_upsample_path(UpsamplePath forward, UpsamplePath backward) {
 }
 }  // namespace detail
 
-const char* layout_name(Layout layout) {
-  switch (layout) {
-    case Layout::kNCHW:
-      return "NCHW";
-    case Layout::kNHWC:
-      return "NHWC";
-  }
-  return "unknown";
-}
-
-Layout parse_layout(const char* op, const std::string& name) {
-  std::string upper(name);
-  for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  if (upper == "NCHW") return Layout::kNCHW;
-  if (upper == "NHWC") return Layout::kNHWC;
-  detail::fail(ErrorKind::kInvalidArgument, op, "(): expected layout \"NCHW\" or \"NHWC\", but got \"", name, "\"");
-}
-
 std::vector<int64_t> upsample_bilinear2d_output_size(const std::vector<int64_t>& input_shape, double scales_h,
                                                      double scales_w, Layout layout) {
-  check_layout(kForward, layout);
+  detail::check_layout(kForward, layout);
   SG_CHECK(input_shape.size() == 4, kForward, "(): expected input to be 4-D ", order_of(layout), ", but got ",
            input_shape.size(), "-D tensor of shape ", format_list(input_shape));
   SG_CHECK(std::isfinite(scales_h) && std::isfinite(scales_w) && scales_h > 0 && scales_w > 0, kForward,
@@ -1068,46 +1086,31 @@ std::vector<int64_t> upsample_bilinear2d_output_size(const std::vector<int64_t>&
 }
 
 std::vector<int64_t> upsample_bilinear2d_output_shape(const std::vector<int64_t>& input_shape,
-                                                      const std::vector<int64_t>& output_size, Layout layout) {
-  check_layout(kForward, layout);
+                                                      const UpsampleBilinear2dParams& params) {
+  const Layout layout = params.layout;
+  detail::check_layout(kForward, layout);
   SG_CHECK(input_shape.size() == 4, kForward, "(): expected input to be 4-D ", order_of(layout), ", but got ",
            input_shape.size(), "-D tensor of shape ", format_list(input_shape));
-  check_output_size(kForward, output_size);
+  check_output_size(kForward, params.output_size);
   check_input_spatial(kForward, "input", input_shape, layout);
   const Dims d = dims_of(layout);
-  return shape_in(layout, input_shape[d.n], input_shape[d.c], output_size[0], output_size[1]);
+  return shape_in(layout, input_shape[d.n], input_shape[d.c], params.output_size[0], params.output_size[1]);
 }
 
-void upsample_bilinear2d(const TensorView& input, const std::vector<int64_t>& output_size, bool align_corners,
-                         double scales_h, double scales_w, Layout layout, const TensorView& output) {
-  detail::check_shape(kForward, "output", output, upsample_bilinear2d_output_shape(input.sizes(), output_size, layout));
-  const Dims d = dims_of(layout);
-  const int64_t in_h = input.size(d.h), in_w = input.size(d.w), out_h = output_size[0], out_w = output_size[1];
+void upsample_bilinear2d(const TensorView& input, const TensorView& output, const UpsampleBilinear2dParams& params) {
+  detail::check_shape(kForward, "output", output, upsample_bilinear2d_output_shape(input.sizes(), params));
   detail::check_same_dtype(kForward, "output", output, "input", input);
-  dispatch_floating(input.dtype(), kForward, "input", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  detail::run_entry(kForward, "input", input.dtype(), [&](auto tag, auto&) {
     if (output.is_empty()) return;
-    const auto tab = make_tables<AccType<T>>(in_h, in_w, out_h, out_w, align_corners, scales_h, scales_w);
-    switch (forward_path<T>(input, layout, tab)) {
-      case UpsamplePath::kDirect:
-        if constexpr (!detail::kIsHalfType<T>) {
-          if (layout == Layout::kNHWC) return forward_direct_nhwc(input, output, tab);
-          if constexpr (std::is_same_v<T, float>) return forward_direct(input, output, tab);
-        }
-        break;
-      case UpsamplePath::kRows:
-        return forward_nhwc<T>(input, output, tab);
-      default:
-        break;
-    }
-    forward_lanes<T>(input, output, tab, layout);
+    run_forward<typename decltype(tag)::type>(input, output, params);
   });
 }
 
-void check_upsample_bilinear2d_backward(const TensorView& grad_output, const std::vector<int64_t>& output_size,
-                                        const std::vector<int64_t>& input_size, Layout layout,
-                                        const TensorView& grad_input) {
-  check_layout(kBackward, layout);
+void check_upsample_bilinear2d_backward(const TensorView& grad_output, const std::vector<int64_t>& input_size,
+                                        const TensorView& grad_input, const UpsampleBilinear2dParams& params) {
+  const Layout layout = params.layout;
+  const std::vector<int64_t>& output_size = params.output_size;
+  detail::check_layout(kBackward, layout);
   detail::check_dim(kBackward, "grad_output", grad_output, 4);
   SG_CHECK(input_size.size() == 4, kBackward, "(): expected input_size to have 4 entries ", order_of(layout),
            ", but got ", input_size.size(), " (", format_list(input_size, "[", "]"), ")");
@@ -1121,18 +1124,12 @@ void check_upsample_bilinear2d_backward(const TensorView& grad_output, const std
   detail::check_floating(kBackward, "grad_output", grad_output.dtype());
 }
 
-void upsample_bilinear2d_backward(const TensorView& grad_output, const std::vector<int64_t>& output_size,
-                                  const std::vector<int64_t>& input_size, bool align_corners, double scales_h,
-                                  double scales_w, Layout layout, const TensorView& grad_input) {
-  check_upsample_bilinear2d_backward(grad_output, output_size, input_size, layout, grad_input);
-  const Dims d = dims_of(layout);
-  const int64_t in_h = input_size[d.h], in_w = input_size[d.w], out_h = output_size[0], out_w = output_size[1];
-  dispatch_floating(grad_output.dtype(), kBackward, "grad_output", [&](auto tag) {
-    using T = typename decltype(tag)::type;
+void upsample_bilinear2d_backward(const TensorView& grad_output, const std::vector<int64_t>& input_size,
+                                  const TensorView& grad_input, const UpsampleBilinear2dParams& params) {
+  check_upsample_bilinear2d_backward(grad_output, input_size, grad_input, params);
+  detail::run_entry(kBackward, "grad_output", grad_output.dtype(), [&](auto tag, auto&) {
     if (grad_input.is_empty()) return;
-    const auto tab = make_tables<AccType<T>>(in_h, in_w, out_h, out_w, align_corners, scales_h, scales_w);
-    if (backward_path(layout, grad_input, tab) == UpsamplePath::kRows) return backward_nhwc<T>(grad_output, grad_input, tab);
-    backward_lanes<T>(grad_output, grad_input, tab, layout);
+    run_backward<typename decltype(tag)::type>(grad_output, grad_input, params);
   });
 }
 

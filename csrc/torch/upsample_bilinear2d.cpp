@@ -59,8 +59,9 @@ at::Tensor forward_cpu(const at::Tensor& input, Sizes output_size, bool align_co
     const std::vector<int64_t> size =
         output_size ? output_size->vec()
                     : upsample_bilinear2d_output_size(in.view.sizes(), scales_h, scales_w, in.layout);
-    out = new_laid_output(input, upsample_bilinear2d_output_shape(in.view.sizes(), size, in.layout), in);
-    upsample_bilinear2d(in.view, size, align_corners, scales_h, scales_w, in.layout, out.view);
+    const UpsampleBilinear2dParams params{size, align_corners, scales_h, scales_w, in.layout};
+    out = new_laid_output(input, upsample_bilinear2d_output_shape(in.view.sizes(), params), in);
+    upsample_bilinear2d(in.view, out.view, params);
   });
   return out.tensor;
 }
@@ -89,10 +90,10 @@ at::Tensor backward_cpu(const at::Tensor& grad_output, Sizes output_size, at::In
     const bool nhwc = go.layout == Layout::kNHWC && input_size.size() == 4;
     const std::vector<int64_t> size = nhwc ? std::vector<int64_t>{input_size[0], input_size[2], input_size[3],
                                                                   input_size[1]} : input_size.vec();
-    check_upsample_bilinear2d_backward(go.view, out_hw, size, go.layout, stand_in(go.view.dtype(), size));
+    const UpsampleBilinear2dParams params{out_hw, align_corners, scales_h, scales_w, go.layout};
+    check_upsample_bilinear2d_backward(go.view, size, stand_in(go.view.dtype(), size), params);
     grad_input = new_laid_output(grad_output, size, go);
-    upsample_bilinear2d_backward(go.view, out_hw, size, align_corners, scales_h, scales_w, go.layout,
-                                 grad_input.view);
+    upsample_bilinear2d_backward(go.view, size, grad_input.view, params);
   });
   return grad_input.tensor;
 }

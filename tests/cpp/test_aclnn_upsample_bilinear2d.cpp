@@ -57,10 +57,9 @@ void check_against_core(aclDataType acl, DType dtype, aclFormat format, const Up
   HostTensor<T> out(u.input_size, acl, std::vector<T>(static_cast<size_t>(numel(u.input_size)), T(5)), format);
   ASSERT_EQ(run(go.tensor, u, out.tensor), ACLNN_SUCCESS) << aclGetRecentErrMsg();
   HostTensor<T> expected(u.input_size, acl, std::vector<T>(static_cast<size_t>(numel(u.input_size)), T(-5)));
-  spatialgrad::upsample_bilinear2d_backward(core_view(go, dtype), u.output_size, u.input_size, u.align_corners,
-                                            u.scales_h, u.scales_w,
-                                            format == ACL_FORMAT_NHWC ? Layout::kNHWC : Layout::kNCHW,
-                                            core_view(expected, dtype));
+  spatialgrad::upsample_bilinear2d_backward(core_view(go, dtype), u.input_size, core_view(expected, dtype),
+                                            {u.output_size, u.align_corners, u.scales_h, u.scales_w,
+                                             format == ACL_FORMAT_NHWC ? Layout::kNHWC : Layout::kNCHW});
   EXPECT_EQ(out.storage, expected.storage);
 }
 
@@ -196,9 +195,9 @@ TEST(AclnnUpsampleBilinear2dBackwardV2, HalfDtypesMatchTheCore) {
       HostTensor<uint16_t> out(u.input_size, half.acl, std::vector<uint16_t>(36, 0x7777), format);
       EXPECT_ACL_STATUS(run(go.tensor, u, out.tensor), ACLNN_SUCCESS, "");
       HostTensor<uint16_t> expected(u.input_size, half.acl, std::vector<uint16_t>(36, 0x1111));
-      spatialgrad::upsample_bilinear2d_backward(core_view(go, half.core), u.output_size, u.input_size, false, 0, 0,
-                                                format == ACL_FORMAT_NHWC ? Layout::kNHWC : Layout::kNCHW,
-                                                core_view(expected, half.core));
+      spatialgrad::upsample_bilinear2d_backward(
+          core_view(go, half.core), u.input_size, core_view(expected, half.core),
+          {u.output_size, false, 0, 0, format == ACL_FORMAT_NHWC ? Layout::kNHWC : Layout::kNCHW});
       EXPECT_EQ(out.storage, expected.storage);
       EXPECT_GT(count_nonzero(out.storage), 0u);
     }

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "detail/avg_pool2d_lanes.h"
+#include "detail/convert.h"
 #include "spatialgrad/avg_pool2d.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"
@@ -150,6 +151,60 @@ TEST(AvgPool2d, ThreeDimensionalInputEqualsBatchOfOne) {
   avg_pool2d_backward(g3.view, x3.view, gi3.view, p);
   avg_pool2d_backward(g4.view, x4.view, gi4.view, p);
   EXPECT_EQ(gi3.storage, gi4.storage);
+}
+
+// (..., C, H, W) data copied into (..., H, W, C) order.
+OwnedTensor<float> to_nhwc(const OwnedTensor<float>& t) {
+  std::vector<int64_t> sizes = t.view.sizes();
+  const int64_t C = sizes[sizes.size() - 3], H = sizes[sizes.size() - 2], W = sizes.back();
+  std::rotate(sizes.end() - 3, sizes.end() - 2, sizes.end());
+  OwnedTensor<float> out(sizes);
+  for (int64_t b = 0; b < t.view.numel() / (C * H * W); ++b)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < H * W; ++i) out.storage[(b * H * W + i) * C + c] = t.storage[(b * C + c) * H * W + i];
+  return out;
+}
+
+// Layout::kNHWC reads (N, H, W, C) / (H, W, C) tensors: the kNCHW results of the same values, bit for bit,
+// in the same order.
+TEST(AvgPool2d, NhwcLayoutMatchesNchw) {
+  for (const std::vector<int64_t>& sizes : {std::vector<int64_t>{2, 5, 9, 7}, std::vector<int64_t>{12, 6, 8}}) {
+    const auto x = random_tensor<float>(sizes, 11);
+    AvgPool2dParams p;
+    p.kernel_size = {3, 2};
+    p.stride = {2, 1};
+    p.padding = {1, 0};
+    OwnedTensor<float> y(avg_pool2d_output_shape(x.view.sizes(), p));
+    avg_pool2d(x.view, y.view, p);
+    const auto g = random_tensor<float>(y.view.sizes(), 12);
+    OwnedTensor<float> gi(x.view.sizes());
+    avg_pool2d_backward(g.view, x.view, gi.view, p);
+
+    AvgPool2dParams q = p;
+    q.layout = Layout::kNHWC;
+    const auto x_nhwc = to_nhwc(x), g_nhwc = to_nhwc(g);
+    ASSERT_EQ(avg_pool2d_output_shape(x_nhwc.view.sizes(), q), to_nhwc(y).view.sizes());
+    OwnedTensor<float> y_nhwc(to_nhwc(y).view.sizes(), -1.f), gi_nhwc(x_nhwc.view.sizes(), -1.f);
+    avg_pool2d(x_nhwc.view, y_nhwc.view, q);
+    avg_pool2d_backward(g_nhwc.view, x_nhwc.view, gi_nhwc.view, q);
+    EXPECT_EQ(y_nhwc.storage, to_nhwc(y).storage);
+    EXPECT_EQ(gi_nhwc.storage, to_nhwc(gi).storage);
+  }
+  AvgPool2dParams q;
+  q.kernel_size = {2};
+  q.layout = static_cast<Layout>(7);
+  expect_error(
+      [&] {
+        avg_pool2d_output_shape({1, 4, 4, 2}, q);
+      },
+      ErrorKind::kInvalidArgument, "avg_pool2d(): expected layout NCHW (0) or NHWC (1), but got 7");
+  q.layout = Layout::kNHWC;
+  expect_error(
+      [&] {
+        avg_pool2d_output_shape({4, 4}, q);
+      },
+      ErrorKind::kInvalidArgument,
+      "avg_pool2d(): expected a 3-D (H, W, C) or 4-D (N, H, W, C) input, but got 2-D shape (4, 4)");
 }
 
 TEST(AvgPool2d, StridedAndNegativeStrideInputsAndOutputs) {
@@ -316,22 +371,22 @@ struct PinnedStrategy {
 
 // Memory layouts of a 3-D or 4-D tensor: NCHW, channels-last, the first C channels of a 2C-channel NCHW
 // tensor (its planes are not evenly strided across the batch), every other column of a wider one.
-enum class Layout { kContiguous, kChannelsLast, kChannelSlice, kEveryOtherColumn };
-constexpr Layout kLayouts[] = {Layout::kContiguous, Layout::kChannelsLast, Layout::kChannelSlice,
-                               Layout::kEveryOtherColumn};
+enum class Strides { kContiguous, kChannelsLast, kChannelSlice, kEveryOtherColumn };
+constexpr Strides kLayouts[] = {Strides::kContiguous, Strides::kChannelsLast, Strides::kChannelSlice,
+                                Strides::kEveryOtherColumn};
 
 // A tensor of `sizes` in `layout`, with the values of `values` (contiguous, same sizes) if given.
 template <class T>
 struct LaidOut {
-  LaidOut(const std::vector<int64_t>& sizes, Layout layout, const std::vector<T>* values = nullptr) {
+  LaidOut(const std::vector<int64_t>& sizes, Strides layout, const std::vector<T>* values = nullptr) {
     const bool batched = sizes.size() == 4;
     const int64_t N = batched ? sizes[0] : 1, C = sizes[sizes.size() - 3], H = sizes[sizes.size() - 2],
                   W = sizes.back();
     std::vector<int64_t> nchw{C * H * W, H * W, W, 1};  // batch, channel, row, column
-    if (layout == Layout::kChannelsLast) nchw = {H * W * C, 1, W * C, C};
-    if (layout == Layout::kChannelSlice) nchw = {2 * C * H * W, H * W, W, 1};
-    if (layout == Layout::kEveryOtherColumn) nchw = {C * H * 2 * W, H * 2 * W, 2 * W, 2};
-    storage.assign(static_cast<size_t>(N * nchw[0] * (layout == Layout::kContiguous ? 1 : 2) + 1), store_as<T>(-9.f));
+    if (layout == Strides::kChannelsLast) nchw = {H * W * C, 1, W * C, C};
+    if (layout == Strides::kChannelSlice) nchw = {2 * C * H * W, H * W, W, 1};
+    if (layout == Strides::kEveryOtherColumn) nchw = {C * H * 2 * W, H * 2 * W, 2 * W, 2};
+    storage.assign(static_cast<size_t>(N * nchw[0] * (layout == Strides::kContiguous ? 1 : 2) + 1), store_as<T>(-9.f));
     view = TensorView(storage.data(), dtype_of<T>(), sizes,
                       batched ? nchw : std::vector<int64_t>(nchw.begin() + 1, nchw.end()));
     if (values == nullptr) return;
@@ -372,7 +427,7 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 // grad_input in `out_layout`: the results in logical order.
 template <class T>
 std::pair<std::vector<T>, std::vector<T>> pool_with(PoolStrategy strategy, const std::vector<int64_t>& sizes,
-                                                    const AvgPool2dParams& p, Layout in_layout, Layout out_layout) {
+                                                    const AvgPool2dParams& p, Strides in_layout, Strides out_layout) {
   const PinnedStrategy pinned(strategy);
   const std::vector<int64_t> out_sizes = avg_pool2d_output_shape(sizes, p);
   const std::vector<T> x_values = random_values<T>(sizes, 41), g_values = random_values<T>(out_sizes, 42);
@@ -423,11 +478,11 @@ template <class T>
 void expect_strategies_give_the_same_bits() {
   for (const StrategyCase& c : strategy_cases()) {
     const auto reference =
-        pool_with<T>(PoolStrategy::kPlanes, c.sizes, c.params, Layout::kContiguous, Layout::kContiguous);
+        pool_with<T>(PoolStrategy::kPlanes, c.sizes, c.params, Strides::kContiguous, Strides::kContiguous);
     for (PoolStrategy strategy :
          {PoolStrategy::kPlanes, PoolStrategy::kPlaneTiles, PoolStrategy::kChannelsLast, PoolStrategy::kAuto}) {
-      for (Layout in_layout : kLayouts) {
-        for (Layout out_layout : {Layout::kContiguous, in_layout}) {
+      for (Strides in_layout : kLayouts) {
+        for (Strides out_layout : {Strides::kContiguous, in_layout}) {
           const auto result = pool_with<T>(strategy, c.sizes, c.params, in_layout, out_layout);
           ASSERT_TRUE(same_bits(result.first, reference.first) && same_bits(result.second, reference.second))
               << "sizes " << format_list(c.sizes) << " kernel " << c.params.kernel_size[0] << " strategy "
@@ -451,8 +506,8 @@ TEST(AvgPool2dStrategies, EveryFamilyGivesThePlaneKernelsBits) {
 TEST(AvgPool2dStrategies, ChannelBlocksGiveThePlaneKernelsBits) {
   for (const AvgPool2dParams& p : {pool_params(3, 1, 1), pool_params(2, 2, 0, true), pool_params(5, 3, 2, true)}) {
     const std::vector<int64_t> sizes{2, 64, 5, 300};
-    const auto planes = pool_with<float>(PoolStrategy::kPlanes, sizes, p, Layout::kContiguous, Layout::kContiguous);
-    const auto lanes = pool_with<float>(PoolStrategy::kAuto, sizes, p, Layout::kChannelsLast, Layout::kContiguous);
+    const auto planes = pool_with<float>(PoolStrategy::kPlanes, sizes, p, Strides::kContiguous, Strides::kContiguous);
+    const auto lanes = pool_with<float>(PoolStrategy::kAuto, sizes, p, Strides::kChannelsLast, Strides::kContiguous);
     EXPECT_TRUE(same_bits(planes.first, lanes.first)) << "forward k" << p.kernel_size[0];
     EXPECT_TRUE(same_bits(planes.second, lanes.second)) << "backward k" << p.kernel_size[0];
   }
@@ -462,9 +517,9 @@ TEST(AvgPool2dStrategies, ThreadCountDoesNotChangeBits) {
   const std::vector<int64_t> sizes{4, 37, 9, 9};
   const AvgPool2dParams p = pool_params(3, 2, 1, true);
   for (PoolStrategy strategy : {PoolStrategy::kPlaneTiles, PoolStrategy::kChannelsLast, PoolStrategy::kAuto}) {
-    for (Layout layout : {Layout::kContiguous, Layout::kChannelsLast}) {
+    for (Strides layout : {Strides::kContiguous, Strides::kChannelsLast}) {
       testing::expect_same_bits_for_thread_counts({1, 2, 3}, [&] {
-        auto [y, gi] = pool_with<float>(strategy, sizes, p, layout, Layout::kContiguous);
+        auto [y, gi] = pool_with<float>(strategy, sizes, p, layout, Strides::kContiguous);
         y.insert(y.end(), gi.begin(), gi.end());
         return y;
       });

@@ -118,9 +118,9 @@ std::vector<std::vector<float>> run_upsample(const Data& d) {
   const std::vector<int64_t> out_shape =
       kNhwc ? std::vector<int64_t>{2, 12, 20, 5} : std::vector<int64_t>{2, 5, 12, 20};
   Buffer<T> x(d.arrays[0], in_shape), y(out_shape), gi(in_shape);
-  upsample_bilinear2d(x.view, size, kNhwc, 0.0, 0.0, layout, y.view);
+  upsample_bilinear2d(x.view, y.view, {size, kNhwc, 0.0, 0.0, layout});
   Buffer<T> go(d.arrays[1], out_shape);
-  upsample_bilinear2d_backward(go.view, size, in_shape, kNhwc, 0.0, 0.0, layout, gi.view);
+  upsample_bilinear2d_backward(go.view, in_shape, gi.view, {size, kNhwc, 0.0, 0.0, layout});
   return {y.widened(), gi.widened()};
 }
 

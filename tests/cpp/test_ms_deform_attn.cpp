@@ -6,6 +6,7 @@
 #include <limits>
 #include <tuple>
 
+#include "detail/convert.h"
 #include "detail/ms_deform_attn.h"
 #include "spatialgrad/ms_deform_attn.h"
 #include "spatialgrad/parallel.h"

@@ -74,9 +74,9 @@ void check_against_naive(const Problem& p) {
   auto x = random_tensor<double>(p.shape(p.h, p.w), 31);
   auto g = random_tensor<double>(p.shape(p.oh, p.ow), 32);
   OwnedTensor<double> y(p.shape(p.oh, p.ow), 123.0), gi(p.shape(p.h, p.w), 456.0);
-  upsample_bilinear2d(x.view, {p.oh, p.ow}, p.align_corners, p.scales_h, p.scales_w, p.layout, y.view);
-  upsample_bilinear2d_backward(g.view, {p.oh, p.ow}, p.shape(p.h, p.w), p.align_corners, p.scales_h, p.scales_w,
-                               p.layout, gi.view);
+  upsample_bilinear2d(x.view, y.view, {{p.oh, p.ow}, p.align_corners, p.scales_h, p.scales_w, p.layout});
+  upsample_bilinear2d_backward(g.view, p.shape(p.h, p.w), gi.view,
+                               {{p.oh, p.ow}, p.align_corners, p.scales_h, p.scales_w, p.layout});
   std::vector<double> y_ref(y.storage.size(), 0.0), gi_ref(gi.storage.size(), 0.0);
   p.taps([&](int64_t i, int64_t o, double weight) {
     y_ref[o] += weight * x[i];
@@ -139,9 +139,9 @@ TEST(UpsampleBilinear2d, SameSizeIsIdentityWhateverTheScale) {
   auto x = random_tensor<float>({2, 3, 6, 5}, 4);
   OwnedTensor<float> y({2, 3, 6, 5});
   for (bool align : {false, true}) {
-    upsample_bilinear2d(x.view, {6, 5}, align, 0.3, 4.0, Layout::kNCHW, y.view);
+    upsample_bilinear2d(x.view, y.view, {{6, 5}, align, 0.3, 4.0, Layout::kNCHW});
     EXPECT_EQ(y.storage, x.storage);
-    upsample_bilinear2d_backward(x.view, {6, 5}, {2, 3, 6, 5}, align, 0.3, 4.0, Layout::kNCHW, y.view);
+    upsample_bilinear2d_backward(x.view, {2, 3, 6, 5}, y.view, {{6, 5}, align, 0.3, 4.0, Layout::kNCHW});
     EXPECT_EQ(y.storage, x.storage);
   }
 }
@@ -150,15 +150,15 @@ TEST(UpsampleBilinear2d, KnownValues) {
   // 1x1x2x2 -> 3x3 with align_corners: corners kept, centre is the mean, edges midpoints.
   OwnedTensor<double> x({1, 1, 2, 2}), y({1, 1, 3, 3});
   x.storage = {1.0, 2.0, 3.0, 4.0};
-  upsample_bilinear2d(x.view, {3, 3}, true, 0.0, 0.0, Layout::kNCHW, y.view);
+  upsample_bilinear2d(x.view, y.view, {{3, 3}, true, 0.0, 0.0, Layout::kNCHW});
   EXPECT_EQ(y.storage, (std::vector<double>{1.0, 1.5, 2.0, 2.0, 2.5, 3.0, 3.0, 3.5, 4.0}));
   // Without align_corners, 2 -> 4 samples at -0.25 (clamped to 0), 0.25, 0.75, 1.25 (clamped to the edge).
   OwnedTensor<double> y4({1, 1, 1, 4}), x2({1, 1, 1, 2});
   x2.storage = {0.0, 8.0};
-  upsample_bilinear2d(x2.view, {1, 4}, false, 0.0, 0.0, Layout::kNCHW, y4.view);
+  upsample_bilinear2d(x2.view, y4.view, {{1, 4}, false, 0.0, 0.0, Layout::kNCHW});
   EXPECT_EQ(y4.storage, (std::vector<double>{0.0, 2.0, 6.0, 8.0}));
   // A scale of 4 with 4 outputs reads 1/4 steps: sources -0.375 -> 0, -0.125 -> 0, 0.125, 0.375.
-  upsample_bilinear2d(x2.view, {1, 4}, false, 0.0, 4.0, Layout::kNCHW, y4.view);
+  upsample_bilinear2d(x2.view, y4.view, {{1, 4}, false, 0.0, 4.0, Layout::kNCHW});
   EXPECT_EQ(y4.storage, (std::vector<double>{0.0, 0.0, 1.0, 3.0}));
 }
 
@@ -167,17 +167,17 @@ TEST(UpsampleBilinear2d, NhwcEqualsTransposedNchw) {
   auto x = random_tensor<float>({n, c, h, w}, 8);
   auto g = random_tensor<float>({n, c, oh, ow}, 9);
   OwnedTensor<float> y({n, c, oh, ow}), gi({n, c, h, w});
-  upsample_bilinear2d(x.view, {oh, ow}, false, 0.0, 0.0, Layout::kNCHW, y.view);
-  upsample_bilinear2d_backward(g.view, {oh, ow}, {n, c, h, w}, false, 0.0, 0.0, Layout::kNCHW, gi.view);
+  upsample_bilinear2d(x.view, y.view, {{oh, ow}, false, 0.0, 0.0, Layout::kNCHW});
+  upsample_bilinear2d_backward(g.view, {n, c, h, w}, gi.view, {{oh, ow}, false, 0.0, 0.0, Layout::kNCHW});
   // NHWC views of the same NCHW memory (strided, channels not innermost), and NHWC-contiguous copies.
   auto nhwc_view = [](const TensorView& t) {
     return TensorView(t.raw_data(), t.dtype(), {t.size(0), t.size(2), t.size(3), t.size(1)},
                       {t.stride(0), t.stride(2), t.stride(3), t.stride(1)});
   };
   OwnedTensor<float> y2({n, c, oh, ow}), gi2({n, c, h, w});
-  upsample_bilinear2d(nhwc_view(x.view), {oh, ow}, false, 0.0, 0.0, Layout::kNHWC, nhwc_view(y2.view));
-  upsample_bilinear2d_backward(nhwc_view(g.view), {oh, ow}, {n, h, w, c}, false, 0.0, 0.0, Layout::kNHWC,
-                               nhwc_view(gi2.view));
+  upsample_bilinear2d(nhwc_view(x.view), nhwc_view(y2.view), {{oh, ow}, false, 0.0, 0.0, Layout::kNHWC});
+  upsample_bilinear2d_backward(nhwc_view(g.view), {n, h, w, c}, nhwc_view(gi2.view),
+                               {{oh, ow}, false, 0.0, 0.0, Layout::kNHWC});
   EXPECT_EQ(y2.storage, y.storage);
   EXPECT_EQ(gi2.storage, gi.storage);
   OwnedTensor<float> xl({n, h, w, c}), gl({n, oh, ow, c}), yl({n, oh, ow, c}), gil({n, h, w, c});
@@ -188,8 +188,8 @@ TEST(UpsampleBilinear2d, NhwcEqualsTransposedNchw) {
       for (int64_t i = 0; i < oh; ++i)
         for (int64_t j = 0; j < ow; ++j) gl[((b * oh + i) * ow + j) * c + ch] = g[((b * c + ch) * oh + i) * ow + j];
     }
-  upsample_bilinear2d(xl.view, {oh, ow}, false, 0.0, 0.0, Layout::kNHWC, yl.view);
-  upsample_bilinear2d_backward(gl.view, {oh, ow}, {n, h, w, c}, false, 0.0, 0.0, Layout::kNHWC, gil.view);
+  upsample_bilinear2d(xl.view, yl.view, {{oh, ow}, false, 0.0, 0.0, Layout::kNHWC});
+  upsample_bilinear2d_backward(gl.view, {n, h, w, c}, gil.view, {{oh, ow}, false, 0.0, 0.0, Layout::kNHWC});
   for (int64_t b = 0; b < n; ++b)
     for (int64_t ch = 0; ch < c; ++ch) {
       for (int64_t i = 0; i < oh; ++i)
@@ -209,8 +209,8 @@ TEST(UpsampleBilinear2d, LargeNhwcOutputsMatchNchwBitwise) {
     auto x = random_tensor<float>({n, c, h, w}, 41);
     auto g = random_tensor<float>({n, c, oh, ow}, 42);
     OwnedTensor<float> y({n, c, oh, ow}), gi({n, c, h, w});
-    upsample_bilinear2d(x.view, {oh, ow}, false, 0.0, 0.0, Layout::kNCHW, y.view);
-    upsample_bilinear2d_backward(g.view, {oh, ow}, {n, c, h, w}, false, 0.0, 0.0, Layout::kNCHW, gi.view);
+    upsample_bilinear2d(x.view, y.view, {{oh, ow}, false, 0.0, 0.0, Layout::kNCHW});
+    upsample_bilinear2d_backward(g.view, {n, c, h, w}, gi.view, {{oh, ow}, false, 0.0, 0.0, Layout::kNCHW});
     auto to_nhwc = [&](const OwnedTensor<float>& t, int64_t hh, int64_t ww) {
       OwnedTensor<float> out({n, hh, ww, c});
       for (int64_t ch = 0; ch < c; ++ch)
@@ -222,8 +222,8 @@ TEST(UpsampleBilinear2d, LargeNhwcOutputsMatchNchwBitwise) {
     ASSERT_GE(y.numel() * 4, 4 << 20);                   // streamed forward output
     if (c == 64) ASSERT_GE(gi.numel() * 4, 4 << 20);   // streamed grad_input (c = 33: regular stores)
     OwnedTensor<float> yl({n, oh, ow, c}), gil({n, h, w, c});
-    upsample_bilinear2d(xl.view, {oh, ow}, false, 0.0, 0.0, Layout::kNHWC, yl.view);
-    upsample_bilinear2d_backward(gl.view, {oh, ow}, {n, h, w, c}, false, 0.0, 0.0, Layout::kNHWC, gil.view);
+    upsample_bilinear2d(xl.view, yl.view, {{oh, ow}, false, 0.0, 0.0, Layout::kNHWC});
+    upsample_bilinear2d_backward(gl.view, {n, h, w, c}, gil.view, {{oh, ow}, false, 0.0, 0.0, Layout::kNHWC});
     EXPECT_EQ(yl.storage, to_nhwc(y, oh, ow).storage);
     EXPECT_EQ(gil.storage, to_nhwc(gi, h, w).storage);
   }
@@ -233,20 +233,22 @@ TEST(UpsampleBilinear2d, StridedAndNegativeStrideTensors) {
   for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
     auto x = random_tensor<double>({2, 3, 7, 5}, 17);
     const std::vector<int64_t> size{10, 9};
-    const std::vector<int64_t> out_shape = upsample_bilinear2d_output_shape(x.view.sizes(), size, layout);
+    const std::vector<int64_t> out_shape =
+        upsample_bilinear2d_output_shape(x.view.sizes(), {size, false, 0.0, 0.0, layout});
     OwnedTensor<double> y(out_shape);
-    upsample_bilinear2d(x.view, size, false, 0.0, 0.0, layout, y.view);
+    upsample_bilinear2d(x.view, y.view, {size, false, 0.0, 0.0, layout});
     for (int64_t dim = 0; dim < 4; ++dim) {
       auto flipped = testing::flipped_copy(x, dim);
       OwnedTensor<double> y2(out_shape);
-      upsample_bilinear2d(flipped.view, size, false, 0.0, 0.0, layout, y2.view);
+      upsample_bilinear2d(flipped.view, y2.view, {size, false, 0.0, 0.0, layout});
       EXPECT_EQ(y2.storage, y.storage) << "flipped dim " << dim;
     }
     // Output written through strides: every other element of a larger buffer.
     std::vector<double> wide(static_cast<size_t>(y.numel() * 2), -7.0);
     std::vector<int64_t> strides = contiguous_strides(out_shape);
     for (auto& st : strides) st *= 2;
-    upsample_bilinear2d(x.view, size, false, 0.0, 0.0, layout, TensorView(wide.data(), DType::kFloat64, out_shape, strides));
+    upsample_bilinear2d(x.view, TensorView(wide.data(), DType::kFloat64, out_shape, strides),
+                        {size, false, 0.0, 0.0, layout});
     for (int64_t i = 0; i < y.numel(); ++i) {
       ASSERT_EQ(wide[static_cast<size_t>(2 * i)], y[i]);
       ASSERT_EQ(wide[static_cast<size_t>(2 * i + 1)], -7.0);
@@ -254,14 +256,15 @@ TEST(UpsampleBilinear2d, StridedAndNegativeStrideTensors) {
     // Backward from flipped grad_output, into a strided grad_input.
     auto g = random_tensor<double>(out_shape, 18);
     OwnedTensor<double> gi(x.view.sizes());
-    upsample_bilinear2d_backward(g.view, size, x.view.sizes(), true, 0.0, 0.0, layout, gi.view);
+    upsample_bilinear2d_backward(g.view, x.view.sizes(), gi.view, {size, true, 0.0, 0.0, layout});
     for (int64_t dim = 0; dim < 4; ++dim) {
       auto gf = testing::flipped_copy(g, dim);
       std::vector<double> wide_gi(static_cast<size_t>(gi.numel() * 2), -7.0);
       std::vector<int64_t> gi_strides = contiguous_strides(x.view.sizes());
       for (auto& st : gi_strides) st *= 2;
-      upsample_bilinear2d_backward(gf.view, size, x.view.sizes(), true, 0.0, 0.0, layout,
-                                   TensorView(wide_gi.data(), DType::kFloat64, x.view.sizes(), gi_strides));
+      upsample_bilinear2d_backward(gf.view, x.view.sizes(),
+                                   TensorView(wide_gi.data(), DType::kFloat64, x.view.sizes(), gi_strides),
+                                   {size, true, 0.0, 0.0, layout});
       for (int64_t i = 0; i < gi.numel(); ++i) {
         ASSERT_EQ(wide_gi[static_cast<size_t>(2 * i)], gi[i]) << "flipped dim " << dim;
         ASSERT_EQ(wide_gi[static_cast<size_t>(2 * i + 1)], -7.0);
@@ -275,7 +278,7 @@ TEST(UpsampleBilinear2d, DownsamplingLeavesUnreadInputsWithZeroGradient) {
   // and must be written as 0 (grad_input starts as garbage here).
   auto g = random_tensor<double>({1, 1, 2, 2}, 5);
   OwnedTensor<double> gi({1, 1, 10, 10}, 99.0);
-  upsample_bilinear2d_backward(g.view, {2, 2}, {1, 1, 10, 10}, false, 0.0, 0.0, Layout::kNCHW, gi.view);
+  upsample_bilinear2d_backward(g.view, {1, 1, 10, 10}, gi.view, {{2, 2}, false, 0.0, 0.0, Layout::kNCHW});
   for (int64_t i = 0; i < 10; ++i)
     for (int64_t j = 0; j < 10; ++j) {
       const bool read = (i == 2 || i == 3 || i == 7 || i == 8) && (j == 2 || j == 3 || j == 7 || j == 8);
@@ -289,8 +292,8 @@ TEST(UpsampleBilinear2d, ExtremeScalesStayInBounds) {
   auto x = random_tensor<float>({1, 2, 4, 3}, 6);
   for (double scale : {1e-300, 5e-324, std::numeric_limits<double>::infinity(), 1e300}) {
     OwnedTensor<float> y({1, 2, 7, 8}), gi({1, 2, 4, 3});
-    upsample_bilinear2d(x.view, {7, 8}, false, scale, scale, Layout::kNCHW, y.view);
-    upsample_bilinear2d_backward(y.view, {7, 8}, {1, 2, 4, 3}, false, scale, scale, Layout::kNCHW, gi.view);
+    upsample_bilinear2d(x.view, y.view, {{7, 8}, false, scale, scale, Layout::kNCHW});
+    upsample_bilinear2d_backward(y.view, {1, 2, 4, 3}, gi.view, {{7, 8}, false, scale, scale, Layout::kNCHW});
     for (float v : y.storage) EXPECT_TRUE(std::isfinite(v));
     for (float v : gi.storage) EXPECT_TRUE(std::isfinite(v));
     if (scale < 1e-200) {  // ratio -> +Inf: all outputs read input (3, 2)
@@ -308,10 +311,10 @@ TEST(UpsampleBilinear2d, EmptyBatchOrChannelsGiveShapedResults) {
       {Layout::kNHWC, {2, 4, 4, 0}, {2, 6, 5, 0}},
   };
   for (const auto& [layout, shape, expected] : cases) {
-    EXPECT_EQ(upsample_bilinear2d_output_shape(shape, {6, 5}, layout), expected);
+    EXPECT_EQ(upsample_bilinear2d_output_shape(shape, {{6, 5}, false, 0.0, 0.0, layout}), expected);
     OwnedTensor<float> x(shape), y(expected), gi(shape);
-    upsample_bilinear2d(x.view, {6, 5}, false, 0.0, 0.0, layout, y.view);
-    upsample_bilinear2d_backward(y.view, {6, 5}, shape, true, 2.0, 0.0, layout, gi.view);
+    upsample_bilinear2d(x.view, y.view, {{6, 5}, false, 0.0, 0.0, layout});
+    upsample_bilinear2d_backward(y.view, shape, gi.view, {{6, 5}, true, 2.0, 0.0, layout});
   }
 }
 
@@ -319,14 +322,14 @@ TEST(UpsampleBilinear2d, ThreadCountDoesNotChangeBits) {
   for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
     auto x = random_tensor<float>({2, 9, 37, 29}, 21);
     const std::vector<int64_t> out_shape =
-        upsample_bilinear2d_output_shape(x.view.sizes(), {61, 47}, layout);
+        upsample_bilinear2d_output_shape(x.view.sizes(), {{61, 47}, false, 0.0, 0.0, layout});
     auto g = random_tensor<float>(out_shape, 22);
     std::vector<std::vector<float>> outs, grads;
     for (int threads : {1, 2, 3}) {
       set_num_threads(threads);
       OwnedTensor<float> y(out_shape), gi(x.view.sizes());
-      upsample_bilinear2d(x.view, {61, 47}, false, 0.0, 0.0, layout, y.view);
-      upsample_bilinear2d_backward(g.view, {61, 47}, x.view.sizes(), false, 0.0, 0.0, layout, gi.view);
+      upsample_bilinear2d(x.view, y.view, {{61, 47}, false, 0.0, 0.0, layout});
+      upsample_bilinear2d_backward(g.view, x.view.sizes(), gi.view, {{61, 47}, false, 0.0, 0.0, layout});
       outs.push_back(y.storage);
       grads.push_back(gi.storage);
     }
@@ -426,9 +429,9 @@ TEST(UpsampleStrategies, EveryPathGivesTheBitsOfTheOrderedLoops) {
                                         << " c=" << p.c << " " << p.h << "x" << p.w << " -> " << p.oh << "x" << p.ow);
       const ForcedPaths forced(path, path);
       OwnedTensor<float> y(p.shape(p.oh, p.ow), 7.0f), gi(p.shape(p.h, p.w), 7.0f);
-      upsample_bilinear2d(x.view, {p.oh, p.ow}, p.align_corners, p.scales_h, p.scales_w, p.layout, y.view);
-      upsample_bilinear2d_backward(g.view, {p.oh, p.ow}, p.shape(p.h, p.w), p.align_corners, p.scales_h, p.scales_w,
-                                   p.layout, gi.view);
+      upsample_bilinear2d(x.view, y.view, {{p.oh, p.ow}, p.align_corners, p.scales_h, p.scales_w, p.layout});
+      upsample_bilinear2d_backward(g.view, p.shape(p.h, p.w), gi.view,
+                                   {{p.oh, p.ow}, p.align_corners, p.scales_h, p.scales_w, p.layout});
       ASSERT_EQ(y.storage, y_ref);
       ASSERT_EQ(gi.storage, gi_ref);
     }
@@ -442,14 +445,15 @@ TEST(UpsampleStrategies, EveryPathIsIndependentOfTheThreadCount) {
                                                                                // of structured bindings)
       auto x = random_tensor<float>(layout == Layout::kNCHW ? std::vector<int64_t>{2, 3, h, w}
                                                              : std::vector<int64_t>{2, h, w, 3}, 61);
-      const std::vector<int64_t> out_shape = upsample_bilinear2d_output_shape(x.view.sizes(), {oh, ow}, layout);
+      const std::vector<int64_t> out_shape =
+          upsample_bilinear2d_output_shape(x.view.sizes(), {{oh, ow}, false, 0.0, 0.0, layout});
       auto g = random_tensor<float>(out_shape, 62);
       for (UpsamplePath path : {UpsamplePath::kLanes, UpsamplePath::kDirect, UpsamplePath::kRows}) {
         const ForcedPaths forced(path, path);
         testing::expect_same_bits_for_thread_counts({1, 2, 3}, [&] {
           OwnedTensor<float> y(out_shape), gi(x.view.sizes());
-          upsample_bilinear2d(x.view, {oh, ow}, false, 0.0, 0.0, layout, y.view);
-          upsample_bilinear2d_backward(g.view, {oh, ow}, x.view.sizes(), false, 0.0, 0.0, layout, gi.view);
+          upsample_bilinear2d(x.view, y.view, {{oh, ow}, false, 0.0, 0.0, layout});
+          upsample_bilinear2d_backward(g.view, x.view.sizes(), gi.view, {{oh, ow}, false, 0.0, 0.0, layout});
           return testing::concatenated<float>({&y, &gi});
         });
       }
@@ -468,15 +472,15 @@ TEST(UpsampleStrategies, RowsWithGapsGiveTheBitsOfContiguousRows) {
       for (UpsamplePath path : {UpsamplePath::kLanes, UpsamplePath::kDirect, UpsamplePath::kRows}) {
         const ForcedPaths forced(path, path);
         OwnedTensor<float> y(p.shape(p.oh, p.ow)), gi(p.shape(p.h, p.w));
-        upsample_bilinear2d(x.view, {p.oh, p.ow}, false, 0.0, 0.0, layout, y.view);
-        upsample_bilinear2d_backward(g.view, {p.oh, p.ow}, p.shape(p.h, p.w), false, 0.0, 0.0, layout, gi.view);
+        upsample_bilinear2d(x.view, y.view, {{p.oh, p.ow}, false, 0.0, 0.0, layout});
+        upsample_bilinear2d_backward(g.view, p.shape(p.h, p.w), gi.view, {{p.oh, p.ow}, false, 0.0, 0.0, layout});
         for (int dim = 0; dim < 4; ++dim) {
           SCOPED_TRACE(::testing::Message() << "path " << static_cast<int>(path) << " flipped dim " << dim);
           auto xf = testing::flipped_copy(x, dim), gf = testing::flipped_copy(g, dim);
           auto yf = testing::flipped_copy(OwnedTensor<float>(p.shape(p.oh, p.ow), -7.0f), dim);
           auto gif = testing::flipped_copy(OwnedTensor<float>(p.shape(p.h, p.w), -7.0f), dim);
-          upsample_bilinear2d(xf.view, {p.oh, p.ow}, false, 0.0, 0.0, layout, yf.view);
-          upsample_bilinear2d_backward(gf.view, {p.oh, p.ow}, p.shape(p.h, p.w), false, 0.0, 0.0, layout, gif.view);
+          upsample_bilinear2d(xf.view, yf.view, {{p.oh, p.ow}, false, 0.0, 0.0, layout});
+          upsample_bilinear2d_backward(gf.view, p.shape(p.h, p.w), gif.view, {{p.oh, p.ow}, false, 0.0, 0.0, layout});
           // Written through the reversed views: the storage of y, reversed along dim.
           EXPECT_EQ(yf.storage, testing::flipped_copy(y, dim).storage);
           EXPECT_EQ(gif.storage, testing::flipped_copy(gi, dim).storage);
@@ -516,7 +520,7 @@ TEST(UpsampleBilinear2d, ForwardValidationErrors) {
   OwnedTensor<float> x({1, 2, 4, 4}), y({1, 2, 8, 8});
   const char* kOp = "upsample_bilinear2d(): ";
   auto forward = [&](const TensorView& in, std::vector<int64_t> size, const TensorView& out, Layout layout) {
-    return [=] { upsample_bilinear2d(in, size, false, 0.0, 0.0, layout, out); };
+    return [=] { upsample_bilinear2d(in, out, {size, false, 0.0, 0.0, layout}); };
   };
   expect_error(forward(x.view, {8, 8}, y.view, static_cast<Layout>(7)), ErrorKind::kInvalidArgument,
                std::string(kOp) + "expected layout NCHW (0) or NHWC (1), but got 7");
@@ -552,7 +556,7 @@ TEST(UpsampleBilinear2d, BackwardValidationErrors) {
   const std::string op = "upsample_bilinear2d_backward(): ";
   auto backward = [&](const TensorView& go, std::vector<int64_t> out_size, std::vector<int64_t> in_size,
                       const TensorView& grad_in, Layout layout) {
-    return [=] { upsample_bilinear2d_backward(go, out_size, in_size, false, 0.0, 0.0, layout, grad_in); };
+    return [=] { upsample_bilinear2d_backward(go, in_size, grad_in, {out_size, false, 0.0, 0.0, layout}); };
   };
   expect_error(backward(g.view, {8, 8}, {1, 2, 4, 4}, gi.view, static_cast<Layout>(-1)), ErrorKind::kInvalidArgument,
                op + "expected layout NCHW (0) or NHWC (1), but got -1");

@@ -1,6 +1,7 @@
 // 2-D average pooling (aclnnAvgPool2d / aclnnAvgPool2dBackward, PyTorch avg_pool2d semantics).
 //
-// Layouts: 4-D (N, C, H, W) or 3-D (C, H, W). Output (…, OH, OW) with, per dimension,
+// Layouts: 4-D (N, C, H, W) or 3-D (C, H, W); with Layout::kNHWC, (N, H, W, C) or (H, W, C) and the
+// output in the same order. Output (…, OH, OW) with, per dimension,
 //   out = floor((in + 2p - k + (ceil_mode ? s - 1 : 0)) / s) + 1, and with ceil_mode the last
 //   window dropped when it would start past the input and the left padding.
 #pragma once
@@ -19,6 +20,7 @@ struct AvgPool2dParams {
   bool ceil_mode = false;
   bool count_include_pad = true;  // divide by the window clipped at the padded edge
   int64_t divisor_override = 0;   // 0 = unset; any other value (negative too) divides every window
+  Layout layout = Layout::kNCHW;  // kNHWC: tensors (N, H, W, C) or (H, W, C)
 };
 
 // Output shape for an input shape ((C,H,W) or (N,C,H,W)); validates the parameters.

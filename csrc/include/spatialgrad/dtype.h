@@ -96,64 +96,23 @@ SPATIALGRAD_INLINE BFloat16 to_bfloat16(float f) {
       static_cast<uint16_t>(detail::select(detail::mask_if((bits & 0x7fffffffu) > 0x7f800000u), nan, rounded))};
 }
 
-// The type a kernel computes and accumulates in for a storage type.
+// The DType of a storage type.
 template <class T>
-struct AccTypeOf {
-  using type = float;
-};
-template <>
-struct AccTypeOf<double> {
-  using type = double;
-};
-template <class T>
-using AccType = typename AccTypeOf<T>::type;
-
-// Loads and stores between storage and accumulation types (one rounding on store).
-template <class Acc, class T>
-SPATIALGRAD_INLINE Acc load_as(T v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    return static_cast<Acc>(to_float(v));
-  } else {
-    return static_cast<Acc>(v);
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, Half>)
+    return DType::kFloat16;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return DType::kBFloat16;
+  else if constexpr (std::is_same_v<T, float>)
+    return DType::kFloat32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::kFloat64;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DType::kInt32;
+  else {
+    static_assert(std::is_same_v<T, int64_t>, "dtype_of: not a spatialgrad storage type");
+    return DType::kInt64;
   }
-}
-
-template <class T, class Acc>
-SPATIALGRAD_INLINE T store_as(Acc v) {
-  if constexpr (std::is_same_v<T, Half>) {
-    return to_half(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    return to_bfloat16(static_cast<float>(v));
-  } else {
-    return static_cast<T>(v);
-  }
-}
-
-template <class T>
-constexpr DType dtype_of();
-template <>
-constexpr DType dtype_of<Half>() {
-  return DType::kFloat16;
-}
-template <>
-constexpr DType dtype_of<BFloat16>() {
-  return DType::kBFloat16;
-}
-template <>
-constexpr DType dtype_of<float>() {
-  return DType::kFloat32;
-}
-template <>
-constexpr DType dtype_of<double>() {
-  return DType::kFloat64;
-}
-template <>
-constexpr DType dtype_of<int32_t>() {
-  return DType::kInt32;
-}
-template <>
-constexpr DType dtype_of<int64_t>() {
-  return DType::kInt64;
 }
 
 // A type handed to a generic lambda as a value: `[&](auto tag) { using T = typename decltype(tag)::type; }`.

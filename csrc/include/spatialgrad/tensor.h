@@ -50,6 +50,16 @@ class TensorView {
 // Writes zero to every element of `view` through its strides (any dtype: zero is all-zero bits).
 void fill_zeros(const TensorView& view);
 
+// The dimension order of an operator's 4-D tensors (3-D: without N), as the aclnn tensor format says it.
+// kNHWC: tensors are (N, H, W, C) and every shape argument of the call is read in that order too. The
+// order of the sizes, not the strides: a channels-last tensor of NCHW sizes is kNCHW (its strides choose
+// the kernel, never the meaning).
+enum class Layout : int8_t { kNCHW = 0, kNHWC = 1 };
+
+const char* layout_name(Layout layout);
+// "NCHW" / "NHWC", case-insensitive; anything else raises a ValueError-kind error naming `op`.
+Layout parse_layout(const char* op, const std::string& name);
+
 // C-contiguous strides for `sizes`.
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes);
 // Product of sizes; throws an OverflowError-kind error when it does not fit int64.

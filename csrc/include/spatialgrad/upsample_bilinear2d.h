@@ -15,21 +15,19 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "spatialgrad/tensor.h"
 
 namespace spatialgrad {
 
-// Memory layout of the 4-D tensors (the aclnn tensor format). kNHWC: tensors are (N, H, W, C) and
-// every shape argument (input_size, ...) is read in that order too. Kept in this header while
-// upsampling is the only operator with a layout choice.
-enum class Layout : int8_t { kNCHW = 0, kNHWC = 1 };
-
-const char* layout_name(Layout layout);
-// "NCHW" / "NHWC", case-insensitive; anything else raises a ValueError-kind error naming `op`.
-Layout parse_layout(const char* op, const std::string& name);
+struct UpsampleBilinear2dParams {
+  std::vector<int64_t> output_size;  // (oH, oW), each >= 1
+  bool align_corners = false;
+  double scales_h = 0.0;  // the user's scale factors, used for the ratio only; <= 0 or NaN: not given
+  double scales_w = 0.0;
+  Layout layout = Layout::kNCHW;  // the dimension order of every tensor and size list (input_size too)
+};
 
 // Output (oH, oW) = (floor(H * scales_h), floor(W * scales_w)) for a 4-D input shape, as PyTorch's
 // interpolate does when only scale factors are given. Each scale must be finite and > 0 and
@@ -37,28 +35,25 @@ Layout parse_layout(const char* op, const std::string& name);
 std::vector<int64_t> upsample_bilinear2d_output_size(const std::vector<int64_t>& input_shape, double scales_h,
                                                      double scales_w, Layout layout);
 
-// Output shape for a 4-D input shape and output_size = (oH, oW) in the layout's order; validates
+// Output shape for a 4-D input shape, params.output_size = (oH, oW) in params.layout's order; validates
 // the ranks and sizes as upsample_bilinear2d() does.
 std::vector<int64_t> upsample_bilinear2d_output_shape(const std::vector<int64_t>& input_shape,
-                                                      const std::vector<int64_t>& output_size, Layout layout);
+                                                      const UpsampleBilinear2dParams& params);
 
-// output = bilinear resampling of input to output_size = (oH, oW).
+// output = bilinear resampling of input to params.output_size = (oH, oW).
 // input: (N, C, H, W) (kNCHW) or (N, H, W, C) (kNHWC), any strides, H and W >= 1.
 // output: (N, C, oH, oW) or (N, oH, oW, C), written through its strides.
-void upsample_bilinear2d(const TensorView& input, const std::vector<int64_t>& output_size, bool align_corners,
-                         double scales_h, double scales_w, Layout layout, const TensorView& output);
+void upsample_bilinear2d(const TensorView& input, const TensorView& output, const UpsampleBilinear2dParams& params);
 
 // grad_input = d(sum(grad_output * upsample_bilinear2d(x))) / dx for x of shape input_size.
-// grad_output: (N, C, oH, oW) or (N, oH, oW, C); input_size: (N, C, H, W) or (N, H, W, C);
-// grad_input: shaped like input_size.
-void upsample_bilinear2d_backward(const TensorView& grad_output, const std::vector<int64_t>& output_size,
-                                  const std::vector<int64_t>& input_size, bool align_corners, double scales_h,
-                                  double scales_w, Layout layout, const TensorView& grad_input);
+// grad_output: (N, C, oH, oW) or (N, oH, oW, C); input_size: (N, C, H, W) or (N, H, W, C) (aclnn's
+// inputSize); grad_input: shaped like input_size.
+void upsample_bilinear2d_backward(const TensorView& grad_output, const std::vector<int64_t>& input_size,
+                                  const TensorView& grad_input, const UpsampleBilinear2dParams& params);
 
 // Raises exactly what upsample_bilinear2d_backward would for these arguments (layout, sizes, shapes,
 // dtypes), without reading or writing data: the aclnn layer validates with it in phase one.
-void check_upsample_bilinear2d_backward(const TensorView& grad_output, const std::vector<int64_t>& output_size,
-                                        const std::vector<int64_t>& input_size, Layout layout,
-                                        const TensorView& grad_input);
+void check_upsample_bilinear2d_backward(const TensorView& grad_output, const std::vector<int64_t>& input_size,
+                                        const TensorView& grad_input, const UpsampleBilinear2dParams& params);
 
 }  // namespace spatialgrad

@@ -43,6 +43,12 @@ inline void check_shape(const char* op, const char* name, const TensorView& t, c
            t.shape_string());
 }
 
+// A Layout that is one of its enumerators (an aclnn integer cast in may not be).
+inline void check_layout(const char* op, Layout layout) {
+  SG_CHECK(layout == Layout::kNCHW || layout == Layout::kNHWC, op, "(): expected layout NCHW (0) or NHWC (1), but got ",
+           static_cast<int>(layout));
+}
+
 // Multiplies sizes with overflow checks (OverflowError-kind on overflow).
 inline int64_t checked_mul(const char* op, int64_t a, int64_t b) {
   int64_t out;

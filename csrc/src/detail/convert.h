@@ -10,6 +10,44 @@
 
 #include "spatialgrad/dtype.h"
 
+namespace spatialgrad {
+
+// The kernels' element vocabulary (in namespace spatialgrad, as the kernels use it unqualified; private to
+// the library like the rest of this folder). The type a kernel computes and accumulates in for a storage type.
+template <class T>
+struct AccTypeOf {
+  using type = float;
+};
+template <>
+struct AccTypeOf<double> {
+  using type = double;
+};
+template <class T>
+using AccType = typename AccTypeOf<T>::type;
+
+// Loads and stores between storage and accumulation types (one rounding on store).
+template <class Acc, class T>
+SPATIALGRAD_INLINE Acc load_as(T v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return static_cast<Acc>(to_float(v));
+  } else {
+    return static_cast<Acc>(v);
+  }
+}
+
+template <class T, class Acc>
+SPATIALGRAD_INLINE T store_as(Acc v) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return to_half(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return to_bfloat16(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+}  // namespace spatialgrad
+
 namespace spatialgrad::detail {
 
 // dst[i] = src[i * stride], widened exactly, for i < n.
@@ -24,7 +62,7 @@ void narrow_row(const float* src, int64_t n, BFloat16* dst, int64_t stride);
 void narrow_sum_rows(const float* const* rows, int64_t count, int64_t n, Half* dst, int64_t stride);
 void narrow_sum_rows(const float* const* rows, int64_t count, int64_t n, BFloat16* dst, int64_t stride);
 // dst[i * stride] = wa * a[i] + wb * b[i] (float32, no fused multiply-add) rounded once, for i < n: a
-// blend of two rows followed by narrow_row, in one pass (the H blend of the upsample forward).
+// blend of two rows followed by narrow_row, in one pass.
 void narrow_blend_rows(const float* a, const float* b, float wa, float wb, int64_t n, Half* dst, int64_t stride);
 void narrow_blend_rows(const float* a, const float* b, float wa, float wb, int64_t n, BFloat16* dst, int64_t stride);
 
@@ -39,12 +77,12 @@ void narrow_lanes8(const float* src, int64_t n, BFloat16* dst, int64_t row_step)
 
 // acc[i] = sum over k < count (>= 1) of w[k] * rows[k][i] widened, for i < n: products added in order
 // k = 0, 1, ... (no fused multiply-add), so the bits of widen_row into scratch followed by a float32
-// weighted sum, in one pass (F16C where the CPU has it): the H pass of the upsample backward.
+// weighted sum, in one pass (F16C where the CPU has it).
 void weighted_sum_rows(const Half* const* rows, const float* w, int64_t count, int64_t n, float* acc);
 
 // sums[i] = ((0 + x0) + x1) + ... + x(count - 1), xk = rows[k][i * stride] widened, added in float32 in
 // that order from +0, for i < n (count >= 1): the bits of widen_row into scratch rows and a float32 sum
-// of them, in one pass (F16C where the CPU has it): the H pass of the avg_pool2d forward.
+// of them, in one pass (F16C where the CPU has it).
 void widen_sum_rows(const Half* const* rows, int64_t count, int64_t n, int64_t stride, float* sums);
 
 // The instruction paths of the functions above, least capable first. Each call takes the most

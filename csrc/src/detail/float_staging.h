@@ -1,5 +1,5 @@
 // float32 staging of float16/bfloat16 tensors for the kernels that read their inputs at scattered
-// positions (grid_sampler_2d, roi_align; ms_deform_attn for its points). Widening each value where a
+// positions (through detail/entry.h's Staging). Widening each value where a
 // gather reads it costs several instructions per read, and a value is read many times; widening every
 // tensor once with row conversions (F16C where present), running the float32 kernel and rounding each
 // output once is several times faster. The results are bitwise those of computing in float32 from

@@ -16,11 +16,12 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
+#include "convert.h"
 #include "gather.h"
 #include "grid_sampler_2d_coords.h"
 #include "grid_sampler_2d_tables.h"  // kBlock, Context, View4, BicubicTable::taps

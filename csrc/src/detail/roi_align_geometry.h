@@ -14,6 +14,7 @@
 #include <limits>
 #include <vector>
 
+#include "convert.h"
 #include "detail/checks.h"
 #include "spatialgrad/dtype.h"
 #include "spatialgrad/roi_align.h"

@@ -1,6 +1,6 @@
 // The scratch a call may take above its inputs and outputs (issue 31; docs/operators.md, "Memory"):
 // max(64 MiB, 25% of the bytes of its inputs and outputs), whatever the plane. The operators that choose a
-// strategy by its memory (grid_sampler_2d, roi_align, ms_deform_attn) ask these.
+// strategy by its memory ask these.
 #pragma once
 
 #include <algorithm>

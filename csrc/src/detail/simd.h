@@ -26,7 +26,7 @@
 // so a clang build runs these loops at the baseline ISA: correct, slower. Releases build with GCC.
 //
 // A cloned function must not throw: under GCC 12 an exception leaving a target_clones function ends
-// the process (std::terminate), so its callers allocate every buffer it uses (avg_pool2d.cpp).
+// the process (std::terminate), so its callers allocate every buffer it uses (the kernels' Scratch structs).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(SPATIALGRAD_NO_SIMD_CLONES)
 #define SG_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
 #else
