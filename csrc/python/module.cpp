@@ -13,6 +13,7 @@ void bind_grid_sampler_2d(py::module_& m);
 void bind_roi_align(py::module_& m);
 void bind_ms_deform_attn(py::module_& m);
 void bind_ascend(py::module_& m);
+void bind_host_executor(py::module_& m);  // not an operator: NumPy calls on a host framework's pool
 }  // namespace spatialgrad::python
 
 PYBIND11_MODULE(_core, m) {
@@ -46,4 +47,5 @@ PYBIND11_MODULE(_core, m) {
   sg::python::bind_roi_align(m);
   sg::python::bind_ms_deform_attn(m);
   sg::python::bind_ascend(m);
+  sg::python::bind_host_executor(m);
 }

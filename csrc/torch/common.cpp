@@ -52,18 +52,6 @@ DType dtype_of_scalar_type(at::ScalarType type, const char* op, const char* arg)
   }
 }
 
-// Tasks of one call on PyTorch's intra-op pool: at::parallel_for gives each of its threads one index range,
-// and each task takes chunks from the call's shared queue, so which thread runs which task never matters.
-class TorchPoolExecutor final : public Executor {
- public:
-  void run(int tasks, const Job& job) noexcept override {
-    // at::parallel_for rethrows only what its function throws, and a Job never throws.
-    at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) job(static_cast<int>(i));
-    });
-  }
-};
-
 std::atomic<bool> g_forked_child{false};
 
 void note_forked_child() { g_forked_child.store(true, std::memory_order_relaxed); }

@@ -97,6 +97,19 @@ at::Tensor apply_or_compute(const Kernel& kernel, const Args&... args) {
 // TypeError, IndexError; an OverflowError kind has no c10 type in PyTorch 1.13 and is a RuntimeError).
 [[noreturn]] void rethrow_as_c10(const Error& error);
 
+// Tasks of one call on PyTorch's intra-op pool: at::parallel_for gives each of its threads one index range,
+// and each task takes chunks from the call's shared queue, so which thread runs which task never matters.
+// (Also what spatialgrad.torch hands the NumPy bindings, through spatialgrad._torch_ops.pool_executor.)
+class TorchPoolExecutor final : public Executor {
+ public:
+  void run(int tasks, const Job& job) noexcept override {
+    // at::parallel_for rethrows only what its function throws, and a Job never throws.
+    at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) job(static_cast<int>(i));
+    });
+  }
+};
+
 // What runs the kernels' tasks inside PyTorch: its intra-op pool (at::parallel_for), except in a forked
 // child, where spatialgrad's own pool does (OpenMP's threads do not survive fork()).
 Executor& torch_executor();

@@ -233,38 +233,54 @@ def test_bits_do_not_depend_on_torch_threads_or_the_executor(name, monkeypatch):
     assert all(torch.equal(a, b) and torch.equal(a, c) for a, b, c in zip(one, two, ours))
 
 
-def test_the_native_kernels_run_on_torchs_pool_and_numpy_calls_on_spatialgrads():
-    # spatialgrad's pool starts its threads on its first parallel call; PyTorch's exist once it ran a parallel op.
+def test_native_and_numpy_calls_run_on_torchs_pool():
+    # In a fresh process no parallel region has run: libgomp starts its one worker (2 threads) on the first, our
+    # pool its worker on its first call. Inputs come from NumPy so that no PyTorch operator runs in parallel
+    # first. (Compiled without -fopenmp, ATen's inline at::parallel_for ran every native call on one thread.)
     result = run_probe("""
         import os, numpy as np, torch, spatialgrad as sg, spatialgrad.torch as sgt
-        torch.set_num_threads(2)
+        from spatialgrad import _core
+        torch.set_num_threads(2); sg.set_num_threads(2)
         threads = lambda: len(os.listdir("/proc/self/task"))
-        x = torch.rand(8, 32, 128, 128)
-        torch.nn.functional.avg_pool2d(x, 3)  # PyTorch's own threads start
-        before = threads()
+        array = np.random.default_rng(0).random((8, 32, 128, 128), dtype=np.float32)
+        x = torch.from_numpy(array)
+        start = threads()
         for _ in range(3):
-            sgt.avg_pool2d(x, 3); sgt.grid_sample(x, torch.rand(8, 64, 64, 2) * 2 - 1, align_corners=False)
+            sgt.avg_pool2d(x, 3)
         native = threads()
-        sg.set_num_threads(2)
-        sg.avg_pool2d(x.numpy(), 3)
-        print(sgt.native, before, native, threads())
+        for _ in range(3):
+            sg.avg_pool2d(array, 3)
+        numpy = threads()
+        _core._use_host_executor(None)  # back to spatialgrad's pool: its worker starts
+        sg.avg_pool2d(array, 3)
+        print(sgt.native, start, native, numpy, threads())
     """)
     assert result.returncode == 0, result.stderr
-    loaded, before, native, numpy = result.stdout.split()
+    loaded, start, native, numpy, own_pool = result.stdout.split()
     assert loaded == "True"
-    assert int(native) == int(before), "the native operators started threads of their own"
-    assert int(numpy) > int(native), "the NumPy API runs on spatialgrad's pool"
+    assert int(native) == int(start) + 1, "the native operators run on PyTorch's OpenMP pool (its one worker)"
+    assert int(numpy) == int(native), "NumPy calls run on PyTorch's pool too once spatialgrad.torch is imported"
+    assert int(own_pool) > int(numpy), "without the host executor NumPy calls run on spatialgrad's pool"
+
+
+def test_the_host_executor_takes_only_pytorchs_pool():
+    from spatialgrad import _core
+    with pytest.raises(TypeError, match="capsule named 'spatialgrad.Executor'"):
+        _core._use_host_executor(object())
 
 
 def test_a_forked_child_runs_the_native_operators():
     result = run_probe("""
-        import os, torch, spatialgrad.torch as sgt
+        import os, numpy as np, torch, spatialgrad as sg, spatialgrad.torch as sgt
         torch.set_num_threads(2)
         x = torch.rand(4, 16, 96, 96)
         expected = sgt.avg_pool2d(x, 3, 2, 1)  # the parent uses PyTorch's (OpenMP) pool first
         pid = os.fork()
-        if pid == 0:
-            os._exit(0 if torch.equal(sgt.avg_pool2d(x, 3, 2, 1), expected) else 3)
+        if pid == 0:  # the child has no OpenMP threads: spatialgrad's pool runs native and NumPy calls
+            # (compared in NumPy: a parallel PyTorch operator, torch.equal on large tensors too, hangs here)
+            same = np.array_equal(sgt.avg_pool2d(x, 3, 2, 1).numpy(), expected.numpy())
+            same = same and np.array_equal(sg.avg_pool2d(x.numpy(), 3, 2, 1), expected.numpy())
+            os._exit(0 if same else 3)
         _, status = os.waitpid(pid, 0)
         print("child exit", os.waitstatus_to_exitcode(status))
     """)

@@ -167,6 +167,12 @@ def _load_native() -> bool:
 # (torch.set_num_threads). Otherwise, or when an argument is one the operators' schemas do not take, or while
 # spatialgrad.ascend.strict() checks calls, they run the Python path (_SpatialgradFunction over the NumPy API).
 native = _load_native()
+if native:
+    # spatialgrad's NumPy calls in this process run on PyTorch's pool as well: on the threads PyTorch's own calls
+    # use, rather than on our pool's beside PyTorch's OpenMP threads, which spin for a while after each of its
+    # calls (libgomp's default) and took a core from our worker. A forked child goes back to our pool.
+    from .. import _torch_ops
+    _core._use_host_executor(_torch_ops.pool_executor())
 
 
 def _native_operator(name: str):
