@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import platform
 import sys
 import time
@@ -54,13 +53,13 @@ def main() -> int:
     parser.add_argument("--out", default=str(HERE / "results"))
     args = parser.parse_args()
 
-    # PyTorch's OpenMP workers spin after each of its calls and keep our second thread off its core (bench/
-    # sweep.py has the quiet-host numbers): the kernels are compared with PyTorch's workers asleep. The
-    # default environment is measured by bench/e2e.py and bench/load.py (issue 32, open).
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # The default environment (no OMP_WAIT_POLICY): importing spatialgrad.torch runs our NumPy calls on
+    # PyTorch's pool, so PyTorch's spinning OpenMP workers no longer keep our second thread off its core
+    # (docs/design.md, "NumPy calls on PyTorch's pool").
     import torch
 
     import spatialgrad as sg
+    import spatialgrad.torch  # noqa: F401
 
     torch.set_num_threads(args.threads)
     sg.set_num_threads(args.threads)

@@ -11,7 +11,7 @@ Forward runs on inputs that do not require grad; forward+backward on inputs that
 torch.autograd.grad (no .grad accumulation). Both sides run on the same threads (--threads, default 2), are
 warmed up, then timed in alternating rounds (the order swaps every round); each round times a loop of calls
 and divides; the table shows the best round (the shared host wakes threads late: a median would time the
-host). OMP_WAIT_POLICY is PASSIVE unless the environment sets it (as make bench). Works on either path of
+host). The environment is left as it is (make bench sets no OMP_WAIT_POLICY). Works on either path of
 spatialgrad.torch (native operators or the Python autograd.Function); the header says which is active.
 
     python bench/per_call.py [--ops avg_pool2d,...] [--sizes tiny,small] [--rounds 9] [--threads 2] [--json FILE]
@@ -25,11 +25,8 @@ import sys
 import time
 from typing import Callable, Dict, List, Tuple
 
-# PyTorch's OpenMP workers spin after each of its calls (libgomp's default) and, on the Python path, keep our
-# pool's second thread off its core and theirs off ours: milliseconds per tiny call (README, "Timing it
-# yourself"). As make bench, the calls are compared with PyTorch's workers asleep unless the environment sets
-# OMP_WAIT_POLICY (read when torch loads OpenMP, so before the import).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# The default environment (no OMP_WAIT_POLICY), as a training script runs: the native operators and, once
+# spatialgrad.torch is imported, our NumPy calls run on PyTorch's pool.
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402

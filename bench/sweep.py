@@ -296,15 +296,14 @@ def main() -> int:
     if args.quick:
         args.min_time = min(args.min_time, 0.1)
 
-    # PyTorch's OpenMP workers spin after each of its calls (libgomp's default) and keep our second thread
-    # off its core: on the quiet host, nearest grid_sample (8,3,256,256) forward took 2.07 ms at 2 threads in
-    # the default environment against 1.14 ms with PASSIVE (PyTorch's own 1.34 and 1.39 ms), and a 256^2 crop
-    # backward of a 10000^2 plane 547 against 33 ms. The sweep compares kernels, so PyTorch's workers sleep;
-    # the default environment is issue 32's (bench/e2e.py, bench/load.py), still open.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # The default environment (no OMP_WAIT_POLICY). PyTorch's OpenMP workers spin for a while after each of its
+    # calls (libgomp's default) and kept our pool's second thread off its core (nearest grid_sample
+    # (8,3,256,256) forward 2.07 ms against 1.14 ms with PASSIVE): importing spatialgrad.torch runs our NumPy
+    # calls on PyTorch's pool instead, on the same threads (docs/design.md, "NumPy calls on PyTorch's pool").
     import torch
 
     import spatialgrad as sg
+    import spatialgrad.torch  # noqa: F401
 
     torch.set_num_threads(args.threads)
     sg.set_num_threads(args.threads)
