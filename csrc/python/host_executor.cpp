@@ -5,8 +5,6 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include <memory>
-
 #include "numpy_view.h"
 #include "spatialgrad/parallel.h"
 
@@ -31,7 +29,7 @@ class HostExecutor final : public Executor {
 constexpr const char* kCapsuleName = "spatialgrad.Executor";
 
 void use_host_executor(const py::object& argument) {
-  static std::unique_ptr<HostExecutor> installed;  // kept for the life of the process: calls may still run on it
+  static HostExecutor* installed = nullptr;  // never freed: a call may still run on it while the process exits
   if (argument.is_none()) {
     set_executor(nullptr);
     return;
@@ -43,11 +41,11 @@ void use_host_executor(const py::object& argument) {
   auto* host = static_cast<Executor*>(capsule.get_pointer());
   if (installed == nullptr) {
     set_executor(nullptr);  // get_executor() is then spatialgrad's pool
-    installed = std::make_unique<HostExecutor>(*host, get_executor());
+    installed = new HostExecutor(*host, get_executor());
   } else if (!installed->runs_on(*host)) {
     throw py::value_error("_use_host_executor(): another host executor is installed already (one per process)");
   }
-  set_executor(installed.get());
+  set_executor(installed);
 }
 
 }  // namespace

@@ -144,7 +144,9 @@ bool fold_into_batch(const c10::OperatorHandle& op, Unwrapped& call, torch::jit:
       continue;
     }
     const at::Tensor out = result.toTensor();
-    torch::jit::push(*stack, at::functorch::makeBatched(out.unflatten(0, {call.batch_size, -1}), 0, call.level));
+    // (The per-sample size spelled out: -1 cannot be inferred from an output of no images.)
+    const int64_t per_sample = call.batch_size > 0 ? out.size(0) / call.batch_size : 0;
+    torch::jit::push(*stack, at::functorch::makeBatched(out.unflatten(0, {call.batch_size, per_sample}), 0, call.level));
   }
   return true;
 }

@@ -139,7 +139,7 @@ void rethrow_as_c10(const Error& error) {
 }
 
 Executor& torch_executor() {
-  static TorchPoolExecutor torch_pool;
+  static Executor& torch_pool = *new TorchPoolExecutor();  // never freed: calls may run on it at exit
   (void)g_fork_handler;
   return g_forked_child.load(std::memory_order_relaxed) ? get_executor() : torch_pool;
 }

@@ -67,9 +67,13 @@ bool records_graph(const Args&... args) {
 // vjp) and Python tensor subclasses reach their handling through the dispatcher, which the autograd Functions'
 // forwards call below autograd.
 inline bool needs_dispatch_of(const at::Tensor& t) {
-  const c10::DispatchKeySet wrappers(
-      {c10::DispatchKey::FuncTorchBatched, c10::DispatchKey::FuncTorchGradWrapper, c10::DispatchKey::Python});
-  return t.defined() && t.key_set().has_any(wrappers);
+  // Wrappers (functorch, Python subclasses), and tensors whose memory is not their value: a ZeroTensor has no
+  // data, a negative or conjugate view is read through its bit. A dual tensor (forward-mode AD) goes through
+  // Function::apply too, which raises rather than drop its tangent.
+  const c10::DispatchKeySet special({c10::DispatchKey::FuncTorchBatched, c10::DispatchKey::FuncTorchGradWrapper,
+                                     c10::DispatchKey::Python, c10::DispatchKey::ZeroTensor,
+                                     c10::DispatchKey::Negative, c10::DispatchKey::Conjugate});
+  return t.defined() && (t.key_set().has_any(special) || t._fw_grad(/*level=*/0).defined());
 }
 inline bool needs_dispatch_of(const c10::optional<at::Tensor>& t) { return t.has_value() && needs_dispatch_of(*t); }
 template <class T>

@@ -30,8 +30,8 @@ PYBIND11_MODULE(_torch_ops, m) {
   m.doc() = "spatialgrad.torch's calls of torch.ops.spatialgrad's forwards (internal)";
   // PyTorch's pool for spatialgrad._core._use_host_executor (NumPy calls in a process that runs PyTorch).
   m.def("pool_executor", [] {
-    static TorchPoolExecutor pool;
-    return py::capsule(static_cast<Executor*>(&pool), "spatialgrad.Executor");
+    static Executor* const pool = new TorchPoolExecutor();  // never freed: calls may run on it at exit
+    return py::capsule(pool, "spatialgrad.Executor");
   });
   m.def("avg_pool2d", [](const at::Tensor& input, const Ints& kernel_size, const Ints& stride, const Ints& padding,
                          bool ceil_mode, bool count_include_pad, c10::optional<int64_t> divisor_override) {

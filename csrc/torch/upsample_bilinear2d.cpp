@@ -39,7 +39,9 @@ struct Laid {
 
 // NHWC when `format` says so, else (no format) when `t` is channels_last.
 Laid lay_out(const at::Tensor& t, const char* op, const char* arg, c10::optional<at::MemoryFormat> format = c10::nullopt) {
-  if (format ? *format == at::MemoryFormat::ChannelsLast : is_channels_last(t)) return {Layout::kNHWC, nhwc_view_of(t, op, arg), at::MemoryFormat::ChannelsLast};
+  // (A memory_format applies to 4-D tensors only: the core reports another rank as it does without one.)
+  const bool nhwc = t.dim() == 4 && (format ? *format == at::MemoryFormat::ChannelsLast : is_channels_last(t));
+  if (nhwc) return {Layout::kNHWC, nhwc_view_of(t, op, arg), at::MemoryFormat::ChannelsLast};
   return {Layout::kNCHW, view_of(t, op, arg), at::MemoryFormat::Contiguous};
 }
 

@@ -306,3 +306,36 @@ def test_the_python_path_still_works_without_the_library():
     """)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "_SpatialgradFunctionBackward", "torch.Size([1,", "2,", "8,", "8])", "True"]
+
+
+# ---- tensors the CPU kernels must not read directly, and edge arguments -------------------------------------
+
+def test_special_tensors_go_through_the_dispatcher():
+    # A negative view's memory holds -x, a ZeroTensor has no memory: the CPU kernel reading them directly gave
+    # the wrong sign, or read a null pointer.
+    x = torch.rand(1, 2, 8, 8)
+    assert torch.equal(sgt.avg_pool2d(torch._neg_view(x), 2), sgt.avg_pool2d(-x, 2))
+    assert torch.equal(sgt.avg_pool2d(torch._efficientzerotensor((1, 2, 8, 8)), 2), torch.zeros(1, 2, 4, 4))
+
+
+def test_forward_mode_ad_raises_rather_than_dropping_the_tangent():
+    import torch.autograd.forward_ad as forward_ad
+    x = torch.rand(1, 2, 8, 8)
+    with forward_ad.dual_level():
+        dual = forward_ad.make_dual(x, torch.ones_like(x))
+        with pytest.raises(RuntimeError, match="jvp is not implemented"):
+            torch.ops.spatialgrad.avg_pool2d(dual, [2], [], [0], False, True, None)
+        with pytest.raises(NotImplementedError, match="jvp"):
+            sgt.avg_pool2d(dual, 2)
+
+
+def test_an_explicit_memory_format_of_a_tensor_not_4d_is_reported():
+    with pytest.raises(ValueError, match="expected grad_output to be 4-D"):
+        torch.ops.spatialgrad.upsample_bilinear2d_backward(torch.rand(2, 3), [2, 3], [1, 1, 2, 2], False, None,
+                                                           torch.channels_last)
+
+
+def test_vmap_over_samples_of_no_images():
+    import functorch
+    out = functorch.vmap(lambda t: sgt.avg_pool2d(t, 2))(torch.rand(3, 0, 2, 8, 8))
+    assert out.shape == (3, 0, 2, 4, 4)
