@@ -8,22 +8,12 @@
 
 namespace spatialgrad::python {
 
-namespace {
-
-// The modes as given: the core rejects an integer outside the enumerators.
-GridSampler2dParams make_params(int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
-  return {static_cast<GridSamplerInterpolation>(interpolation_mode), static_cast<GridSamplerPadding>(padding_mode),
-          align_corners};
-}
-
-}  // namespace
-
 void bind_grid_sampler_2d(py::module_& m) {
   m.def(
       "grid_sampler_2d",
       [](const py::array& input, const py::array& grid, int64_t interpolation_mode, int64_t padding_mode,
          bool align_corners) {
-        const GridSampler2dParams params = make_params(interpolation_mode, padding_mode, align_corners);
+        const GridSampler2dParams params = grid_sampler_2d_params(interpolation_mode, padding_mode, align_corners);
         const TensorView in = view_of(input, "grid_sampler_2d", "input");
         const TensorView gr = view_of(grid, "grid_sampler_2d", "grid");
         Output out = new_output(input, grid_sampler_2d_output_shape(in.sizes(), gr.sizes()));
@@ -37,7 +27,7 @@ void bind_grid_sampler_2d(py::module_& m) {
       "grid_sampler_2d_backward",
       [](const py::array& grad_output, const py::array& input, const py::array& grid, int64_t interpolation_mode,
          int64_t padding_mode, bool align_corners, const std::vector<bool>& output_mask) {
-        const GridSampler2dParams params = make_params(interpolation_mode, padding_mode, align_corners);
+        const GridSampler2dParams params = grid_sampler_2d_params(interpolation_mode, padding_mode, align_corners);
         const char* op = "grid_sampler_2d_backward";
         const TensorView go = view_of(grad_output, op, "grad_output");
         const TensorView in = view_of(input, op, "input");
@@ -65,7 +55,7 @@ void bind_grid_sampler_2d(py::module_& m) {
       [](const std::optional<py::array>& grad_grad_input, const std::optional<py::array>& grad_grad_grid,
          const py::array& grad_output, const py::array& input, const py::array& grid, int64_t interpolation_mode,
          int64_t padding_mode, bool align_corners, const std::vector<bool>& output_mask) {
-        const GridSampler2dParams params = make_params(interpolation_mode, padding_mode, align_corners);
+        const GridSampler2dParams params = grid_sampler_2d_params(interpolation_mode, padding_mode, align_corners);
         const char* op = "grid_sampler_2d_double_backward";
         // None (an absent cotangent, zeros) is the only way to pass TensorView().
         const TensorView ggi = grad_grad_input ? view_of(*grad_grad_input, op, "grad_grad_input") : TensorView();

@@ -18,17 +18,11 @@ using Pair = std::tuple<at::Tensor, at::Tensor>;
 using Triple = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 using OptionalTensor = c10::optional<at::Tensor>;
 
-GridSampler2dParams make_params(int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
-  // Modes outside the enumerators are rejected by the core.
-  return GridSampler2dParams{static_cast<GridSamplerInterpolation>(interpolation_mode),
-                             static_cast<GridSamplerPadding>(padding_mode), align_corners};
-}
-
 at::Tensor forward_cpu(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode,
                        int64_t padding_mode, bool align_corners) {
   Output out;
   run_kernel([&] {
-    const GridSampler2dParams params = make_params(interpolation_mode, padding_mode, align_corners);
+    const GridSampler2dParams params = grid_sampler_2d_params(interpolation_mode, padding_mode, align_corners);
     const TensorView in = view_of(input, "grid_sampler_2d", "input");
     const TensorView gr = view_of(grid, "grid_sampler_2d", "grid");
     out = new_output(input, grid_sampler_2d_output_shape(in.sizes(), gr.sizes()));
@@ -42,7 +36,7 @@ Pair backward_cpu(const at::Tensor& grad_output, const at::Tensor& input, const 
                   std::array<bool, 2> output_mask) {
   Output grad_input, grad_grid;
   run_kernel([&] {
-    const GridSampler2dParams params = make_params(interpolation_mode, padding_mode, align_corners);
+    const GridSampler2dParams params = grid_sampler_2d_params(interpolation_mode, padding_mode, align_corners);
     const char* op = "grid_sampler_2d_backward";
     const TensorView go = view_of(grad_output, op, "grad_output");
     const TensorView in = view_of(input, op, "input");
@@ -62,7 +56,7 @@ Triple double_backward_cpu(const OptionalTensor& grad_grad_input, const Optional
                            std::array<bool, 3> output_mask) {
   Output d_grad_output, d_input, d_grid;
   run_kernel([&] {
-    const GridSampler2dParams params = make_params(interpolation_mode, padding_mode, align_corners);
+    const GridSampler2dParams params = grid_sampler_2d_params(interpolation_mode, padding_mode, align_corners);
     const char* op = "grid_sampler_2d_double_backward";
     const TensorView ggi = view_of(grad_grad_input, op, "grad_grad_input");
     const TensorView ggg = view_of(grad_grad_grid, op, "grad_grad_grid");

@@ -23,6 +23,14 @@ struct GridSampler2dParams {
   bool align_corners = false;
 };
 
+// Params from the modes as PyTorch's grid_sampler_2d passes them (integers 0, 1, 2 in the enumerators' order),
+// for the bindings that receive them so; a value outside the enumerators is rejected by the kernels' checks.
+inline GridSampler2dParams grid_sampler_2d_params(int64_t interpolation_mode, int64_t padding_mode,
+                                                  bool align_corners) {
+  return {static_cast<GridSamplerInterpolation>(interpolation_mode), static_cast<GridSamplerPadding>(padding_mode),
+          align_corners};
+}
+
 // (N, C, Ho, Wo) for input (N, C, H, W) and grid (N, Ho, Wo, 2); validates ranks and sizes.
 std::vector<int64_t> grid_sampler_2d_output_shape(const std::vector<int64_t>& input_shape,
                                                   const std::vector<int64_t>& grid_shape);
