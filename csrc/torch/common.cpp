@@ -138,10 +138,15 @@ void rethrow_as_c10(const Error& error) {
   throw c10::ValueError(where, error.what());
 }
 
+Executor& torch_pool_executor() {
+  // Never freed: calls may run on them at exit.
+  static Executor& torch_pool = *new FairHostExecutor(*new TorchPoolExecutor());
+  return torch_pool;
+}
+
 Executor& torch_executor() {
-  static Executor& torch_pool = *new TorchPoolExecutor();  // never freed: calls may run on it at exit
   (void)g_fork_handler;
-  return g_forked_child.load(std::memory_order_relaxed) ? get_executor() : torch_pool;
+  return g_forked_child.load(std::memory_order_relaxed) ? get_executor() : torch_pool_executor();
 }
 
 }  // namespace spatialgrad::torch_ops

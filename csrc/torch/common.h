@@ -114,8 +114,12 @@ class TorchPoolExecutor final : public Executor {
   }
 };
 
-// What runs the kernels' tasks inside PyTorch: its intra-op pool (at::parallel_for), except in a forked
-// child, where spatialgrad's own pool does (OpenMP's threads do not survive fork()).
+// PyTorch's intra-op pool while its threads join our calls in time, else spatialgrad's pool for a while
+// (FairHostExecutor: on a busy machine OpenMP's end-of-call barrier waits for threads not yet run).
+Executor& torch_pool_executor();
+
+// What runs the kernels' tasks inside PyTorch: torch_pool_executor(), except in a forked child, where
+// spatialgrad's own pool does (OpenMP's threads do not survive fork()).
 Executor& torch_executor();
 
 // The C++ signatures of the forwards' schemas (library.cpp), for typed calls through the dispatcher: the

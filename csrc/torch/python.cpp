@@ -29,10 +29,7 @@ at::Tensor call(const c10::TypedOperatorHandle<Sig>& op, const Args&... args) {
 PYBIND11_MODULE(_torch_ops, m) {
   m.doc() = "spatialgrad.torch's calls of torch.ops.spatialgrad's forwards (internal)";
   // PyTorch's pool for spatialgrad._core._use_host_executor (NumPy calls in a process that runs PyTorch).
-  m.def("pool_executor", [] {
-    static Executor* const pool = new TorchPoolExecutor();  // never freed: calls may run on it at exit
-    return py::capsule(pool, "spatialgrad.Executor");
-  });
+  m.def("pool_executor", [] { return py::capsule(&torch_pool_executor(), "spatialgrad.Executor"); });
   m.def("avg_pool2d", [](const at::Tensor& input, const Ints& kernel_size, const Ints& stride, const Ints& padding,
                          bool ceil_mode, bool count_include_pad, c10::optional<int64_t> divisor_override) {
     return call(SG_OPERATOR("avg_pool2d", signature::AvgPool2d), input, at::IntArrayRef(kernel_size),

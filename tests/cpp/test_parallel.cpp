@@ -392,6 +392,77 @@ TEST_F(ThreadSetting, AScopedExecutorWithoutACountFollowsSetNumThreads) {
   EXPECT_EQ(&get_executor(), &process_wide);
 }
 
+// A host pool whose other threads join each call late: they begin only after the caller's task has
+// returned (every chunk taken), 5 ms later, as a worker the scheduler has not run would; the host's
+// end-of-call barrier then waits for them, as OpenMP's does.
+class LateJoiningHost final : public Executor {
+ public:
+  void run(int tasks, const Job& job) noexcept override {
+    std::atomic<bool> caller_done{false};
+    std::thread late([&] {
+      while (!caller_done.load()) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      for (int i = 1; i < tasks; ++i) job(i);
+    });
+    job(0);
+    caller_done = true;
+    late.join();
+    calls += 1;
+  }
+  int calls = 0;
+};
+
+// A host pool whose other thread has begun its task before the caller begins its own.
+class OnTimeHost final : public Executor {
+ public:
+  void run(int tasks, const Job& job) noexcept override {
+    std::atomic<bool> begun{false};
+    std::thread other([&] {
+      begun = true;
+      for (int i = 1; i < tasks; ++i) job(i);
+    });
+    while (!begun.load()) std::this_thread::yield();
+    job(0);
+    other.join();
+    calls += 1;
+  }
+  int calls = 0;
+};
+
+// After a call that waited for a late host thread, FairHostExecutor runs the next calls on spatialgrad's
+// pool (8, then 16 after a second late call in a row), then tries the host again; the bits stay the same.
+TEST_F(ThreadSetting, AFairHostExecutorLeavesAHostWhoseThreadsJoinLate) {
+  set_num_threads(1);
+  const std::vector<float> expected = grid_sample_both_ways();
+  set_num_threads(2);
+  LateJoiningHost host;
+  FairHostExecutor fair(host);
+  const ExecutorScope scope(fair);
+  EXPECT_TRUE(run_and_cover(16).each_item_once);
+  EXPECT_EQ(host.calls, 1);
+  EXPECT_EQ(fair.calls_on_own_pool(), 8);
+  for (int i = 0; i < 8; ++i) EXPECT_TRUE(run_and_cover(16).each_item_once);
+  EXPECT_EQ(host.calls, 1) << "8 calls on our pool";
+  EXPECT_TRUE(run_and_cover(16).each_item_once);
+  EXPECT_EQ(host.calls, 2) << "then the host again";
+  EXPECT_EQ(fair.calls_on_own_pool(), 16) << "a second late call in a row: twice as long on our pool";
+  EXPECT_EQ(grid_sample_both_ways(), expected);
+}
+
+// A host whose threads join in time keeps every call, with the same bits.
+TEST_F(ThreadSetting, AFairHostExecutorKeepsAHostWhoseThreadsJoinInTime) {
+  set_num_threads(1);
+  const std::vector<float> expected = grid_sample_both_ways();
+  set_num_threads(2);
+  OnTimeHost host;
+  FairHostExecutor fair(host);
+  const ExecutorScope scope(fair);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(run_and_cover(16).each_item_once);
+  EXPECT_EQ(host.calls, 3);
+  EXPECT_EQ(grid_sample_both_ways(), expected);
+  EXPECT_EQ(fair.calls_on_own_pool(), 0);
+}
+
 // Two application threads calling at once: the second does not wait for the first's pool, it runs
 // its call on its own thread; both cover their ranges exactly once.
 TEST_F(ThreadSetting, ConcurrentCallersBothComplete) {
