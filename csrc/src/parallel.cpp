@@ -317,6 +317,10 @@ void FairHostExecutor::run(int tasks, const Job& job) noexcept {
     pool_executor().run(tasks, job);
     return;
   }
+  if (pinned_.load(std::memory_order_relaxed)) {
+    host_.run(tasks, job);
+    return;
+  }
   JoinTimer timer(job);
   host_.run(tasks, timer.as_job());
   if (!timer.waited_for_a_late_thread(JoinTimer::Clock::now())) {

@@ -138,9 +138,9 @@ void rethrow_as_c10(const Error& error) {
   throw c10::ValueError(where, error.what());
 }
 
-Executor& torch_pool_executor() {
+FairHostExecutor& torch_pool_executor() {
   // Never freed: calls may run on them at exit.
-  static Executor& torch_pool = *new FairHostExecutor(*new TorchPoolExecutor());
+  static FairHostExecutor& torch_pool = *new FairHostExecutor(*new TorchPoolExecutor());
   return torch_pool;
 }
 

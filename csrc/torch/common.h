@@ -107,16 +107,20 @@ at::Tensor apply_or_compute(const Kernel& kernel, const Args&... args) {
 class TorchPoolExecutor final : public Executor {
  public:
   void run(int tasks, const Job& job) noexcept override {
-    // at::parallel_for rethrows only what its function throws, and a Job never throws.
-    at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) job(static_cast<int>(i));
-    });
+    try {
+      at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) job(static_cast<int>(i));
+      });
+    } catch (...) {
+      // A Job never throws, so this is at::parallel_for failing to run its region (none is known in 1.13):
+      // any one task completes a call, and the caller runs task 0 itself when no task ran (parallel.h).
+    }
   }
 };
 
 // PyTorch's intra-op pool while its threads join our calls in time, else spatialgrad's pool for a while
 // (FairHostExecutor: on a busy machine OpenMP's end-of-call barrier waits for threads not yet run).
-Executor& torch_pool_executor();
+FairHostExecutor& torch_pool_executor();
 
 // What runs the kernels' tasks inside PyTorch: torch_pool_executor(), except in a forked child, where
 // spatialgrad's own pool does (OpenMP's threads do not survive fork()).

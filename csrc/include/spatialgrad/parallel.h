@@ -79,9 +79,15 @@ class FairHostExecutor final : public Executor {
   void run(int tasks, const Job& job) noexcept override;
   // Calls still to run on spatialgrad's pool before the host is tried again (tests).
   int calls_on_own_pool() const noexcept { return own_pool_calls_.load(std::memory_order_relaxed); }
+  // While pinned, every call runs on the host, late threads or not (tests that check what runs where).
+  void pin_to_host(bool pinned) noexcept {
+    pinned_.store(pinned, std::memory_order_relaxed);
+    own_pool_calls_.store(0, std::memory_order_relaxed);
+  }
 
  private:
   Executor& host_;
+  std::atomic<bool> pinned_{false};
   std::atomic<int> own_pool_calls_{0};
   std::atomic<int> next_stay_{kFirstStay};
   static constexpr int kFirstStay = 8, kLongestStay = 1024;
