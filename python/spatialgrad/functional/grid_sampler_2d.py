@@ -8,14 +8,13 @@ import numpy as np
 
 from .. import _core
 from . import _strict
+from ._args import GRID_INTERPOLATION as _INTERPOLATION
+from ._args import GRID_PADDING as _PADDING
 from ._args import short_repr
 
 __all__ = ["grid_sample", "grid_sampler_2d_backward", "grid_sampler_2d_double_backward"]
 
 Mode = Union[str, int]
-
-_INTERPOLATION = {"bilinear": 0, "nearest": 1, "bicubic": 2}
-_PADDING = {"zeros": 0, "border": 1, "reflection": 2}
 
 
 def _mode_number(value: Mode, names: dict, arg: str, op: str) -> int:
