@@ -1,5 +1,5 @@
 // functorch.vmap over spatialgrad's operators: the kernels for the FuncTorchBatched dispatch key (each operator
-// picks its rule where it is defined, define() in common.h).
+// picks its rule where it is defined: define_operator in common.h).
 //
 // Without one, functorch runs its per-sample fallback, which works but logs "There is a performance drop
 // because we have not yet implemented the batching rule for spatialgrad::..." on every call (through glog,
