@@ -19,12 +19,17 @@ AvgPool2dParams make_params(at::IntArrayRef kernel_size, at::IntArrayRef stride,
                          divisor_override.value_or(0)};
 }
 
+// aten's schemas.
+constexpr char kForwardSchema[] =
+    "avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, "
+    "bool count_include_pad=True, int? divisor_override=None) -> Tensor";
+
 at::Tensor forward_cpu(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef stride,
                        at::IntArrayRef padding, bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
   Output out;
   run_kernel([&] {
-    const AvgPool2dParams params = make_params(kernel_size, stride, padding, ceil_mode, count_include_pad,
-                                               divisor_override);
+    const AvgPool2dParams params =
+        make_params(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
     const TensorView in = view_of(input, "avg_pool2d", "input");
     out = new_output(input, avg_pool2d_output_shape(in.sizes(), params));
     avg_pool2d(in, out.view, params);
@@ -32,13 +37,17 @@ at::Tensor forward_cpu(const at::Tensor& input, at::IntArrayRef kernel_size, at:
   return out.tensor;
 }
 
+constexpr char kBackwardSchema[] =
+    "avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, "
+    "bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor";
+
 at::Tensor backward_cpu(const at::Tensor& grad_output, const at::Tensor& input, at::IntArrayRef kernel_size,
                         at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                         Divisor divisor_override) {
   Output grad_input;
   run_kernel([&] {
-    const AvgPool2dParams params = make_params(kernel_size, stride, padding, ceil_mode, count_include_pad,
-                                               divisor_override);
+    const AvgPool2dParams params =
+        make_params(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
     const char* op = "avg_pool2d_backward";
     const TensorView go = view_of(grad_output, op, "grad_output");
     const TensorView in = view_of(input, op, "input");
@@ -48,8 +57,8 @@ at::Tensor backward_cpu(const at::Tensor& grad_output, const at::Tensor& input, 
   return grad_input.tensor;
 }
 
-using BackwardSig = at::Tensor(const at::Tensor&, const at::Tensor&, at::IntArrayRef, at::IntArrayRef,
-                               at::IntArrayRef, bool, bool, Divisor);
+// The kernels' C++ signatures, for typed calls through the dispatcher.
+using BackwardSig = decltype(backward_cpu);
 
 void save_pooling(AutogradContext* ctx, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
                   bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
@@ -58,8 +67,7 @@ void save_pooling(AutogradContext* ctx, at::IntArrayRef kernel_size, at::IntArra
 
 // Calls `op` (the forward or the backward, through the dispatcher) with the saved options after `tensors`.
 template <class Sig, class... Tensors>
-at::Tensor call_with_pooling(const c10::TypedOperatorHandle<Sig>& op, AutogradContext* ctx,
-                             const Tensors&... tensors) {
+at::Tensor call_with_pooling(const c10::TypedOperatorHandle<Sig>& op, AutogradContext* ctx, const Tensors&... tensors) {
   const auto option = [ctx](size_t i) { return saved_option(ctx, i); };
   return op.call(tensors..., option(0).toIntVector(), option(1).toIntVector(), option(2).toIntVector(),
                  option(3).toBool(), option(4).toBool(), option(5).template toOptional<int64_t>());
@@ -71,16 +79,14 @@ struct AvgPool2d : torch::autograd::Function<AvgPool2d> {
                             Divisor divisor_override) {
     save_pooling(ctx, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
     ctx->save_for_backward({input});  // its shape and dtype
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
-    return SG_OPERATOR("avg_pool2d", signature::AvgPool2d)
-        .call(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+    return call_below_autograd(SG_OPERATOR("avg_pool2d", signature::AvgPool2d), input, kernel_size, stride, padding,
+                               ceil_mode, count_include_pad, divisor_override);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const at::Tensor input = ctx->get_saved_variables()[0];
-    variable_list result(7);
-    result[0] = call_with_pooling(SG_OPERATOR("avg_pool2d_backward", BackwardSig), ctx, grads[0], input);
-    return result;
+    return gradient_of_first(call_with_pooling(SG_OPERATOR("avg_pool2d_backward", BackwardSig), ctx, grads[0], input),
+                             /*arguments=*/7);
   }
 };
 
@@ -89,37 +95,21 @@ struct AvgPool2dBackward : torch::autograd::Function<AvgPool2dBackward> {
                             at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
                             bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
     save_pooling(ctx, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
-    return SG_OPERATOR("avg_pool2d_backward", BackwardSig)
-        .call(grad_output, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+    return call_below_autograd(SG_OPERATOR("avg_pool2d_backward", BackwardSig), grad_output, input, kernel_size, stride,
+                               padding, ceil_mode, count_include_pad, divisor_override);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    variable_list result(8);  // input lends only its shape: no gradient
-    result[0] = call_with_pooling(SG_OPERATOR("avg_pool2d", signature::AvgPool2d), ctx, grads[0]);
-    return result;
+    return gradient_of_first(call_with_pooling(SG_OPERATOR("avg_pool2d", signature::AvgPool2d), ctx, grads[0]),
+                             /*arguments=*/8);  // input lends only its shape: no gradient
   }
 };
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(spatialgrad, CPU, m) {
-  m.impl("avg_pool2d", &forward_cpu);
-  m.impl("avg_pool2d_backward", &backward_cpu);
-}
-
-TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
-  m.impl("avg_pool2d", [](const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef stride,
-                          at::IntArrayRef padding, bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
-    return apply_or_compute<AvgPool2d>(forward_cpu, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
-  });
-  m.impl("avg_pool2d_backward",
-         [](const at::Tensor& grad_output, const at::Tensor& input, at::IntArrayRef kernel_size,
-            at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
-            Divisor divisor_override) {
-           return apply_or_compute<AvgPool2dBackward>(backward_cpu, grad_output, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                                  divisor_override);
-         });
+TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
+  define_operator(m, Vmap::kFoldIntoBatch, kernel<AvgPool2d, &forward_cpu>(kForwardSchema),
+                  kernel<AvgPool2dBackward, &backward_cpu>(kBackwardSchema));
 }
 
 }  // namespace spatialgrad::torch_ops

@@ -1,26 +1,28 @@
-// functorch.vmap over spatialgrad's operators: a kernel for the FuncTorchBatched dispatch key of each one.
+// functorch.vmap over spatialgrad's operators: the kernels for the FuncTorchBatched dispatch key (each operator
+// picks its rule where it is defined: define_operator in common.h).
 //
 // Without one, functorch runs its per-sample fallback, which works but logs "There is a performance drop
 // because we have not yet implemented the batching rule for spatialgrad::..." on every call (through glog,
 // to stderr: Python's warning filters do not see it). Two rules instead:
-// - fold: the operators whose every image-like tensor argument leads with the image batch (N) and treats the
-//   images independently (the image operators and ms_deform_attn, forwards and backwards) get the vmapped
-//   dimension folded into N: one call of B * N images (an input_size argument says B * N too), whose result
-//   is unfolded. Arguments not batched at this level are expanded to the B samples; shared arguments
-//   (ms_deform_attn's spatial_shapes, level_start_index) stay as they are, and if they are batched the call
-//   loops instead.
-// - loop: the others (roi_align, whose boxes carry batch indices, and shared arguments batched) call the
-//   operator once per sample and stack the results, as functorch's fallback does, without the log line.
+// - Vmap::kFoldIntoBatch: the operators whose every image-like tensor argument leads with the image batch (N)
+//   and treats the images independently get the vmapped dimension folded into N: one call of B * N images (an
+//   input_size argument says B * N too), whose result is unfolded. Arguments not batched at this level are
+//   expanded to the B samples; shared arguments (spatial_shapes, level_start_index) stay as they are, and if
+//   they are batched the call loops instead.
+// - Vmap::kPerSample: the others (boxes that carry batch indices, say) call the operator once per sample and
+//   stack the results, as functorch's fallback does, without the log line.
 // Each image is computed by the same kernel either way, so the bits match per-sample calls.
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/functorch/BatchedTensorImpl.h>
 #include <ATen/functorch/DynamicLayer.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <string>
 #include <vector>
+
+#include "common.h"
 
 namespace spatialgrad::torch_ops {
 
@@ -48,7 +50,8 @@ Unwrapped unwrap(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   call.batched.assign(call.arguments.size(), false);
   for (size_t i = 0; i < call.arguments.size(); ++i) {
     c10::IValue& argument = call.arguments[i];
-    TORCH_CHECK(!argument.isTensorList(), op.schema().name(), "(): expected tensor arguments under vmap, but got a "
+    TORCH_CHECK(!argument.isTensorList(), op.schema().name(),
+                "(): expected tensor arguments under vmap, but got a "
                 "tensor list");
     const auto* batched = argument.isTensor() ? batched_at(argument.toTensor(), call.level) : nullptr;
     if (batched == nullptr) {
@@ -100,11 +103,9 @@ void loop_over_samples(const c10::OperatorHandle& op, Unwrapped& call, torch::ji
 }
 
 // Arguments that do not lead with the image batch: shared by every image of the call.
-bool is_shared(const std::string& name) {
-  return name == "spatial_shapes" || name == "level_start_index";
-}
+bool is_shared(const std::string& name) { return name == "spatial_shapes" || name == "level_start_index"; }
 
-// An argument that is the shape of an image-batch tensor (upsample_bilinear2d_backward's input_size: N first).
+// An argument that is the shape of an image-batch tensor (an input_size: N first).
 bool is_batch_shape(const c10::Argument& argument) { return argument.name() == "input_size"; }
 
 // The shape with B * N images.
@@ -146,7 +147,8 @@ bool fold_into_batch(const c10::OperatorHandle& op, Unwrapped& call, torch::jit:
     const at::Tensor out = result.toTensor();
     // (The per-sample size spelled out: -1 cannot be inferred from an output of no images.)
     const int64_t per_sample = call.batch_size > 0 ? out.size(0) / call.batch_size : 0;
-    torch::jit::push(*stack, at::functorch::makeBatched(out.unflatten(0, {call.batch_size, per_sample}), 0, call.level));
+    torch::jit::push(*stack,
+                     at::functorch::makeBatched(out.unflatten(0, {call.batch_size, per_sample}), 0, call.level));
   }
   return true;
 }
@@ -169,18 +171,9 @@ void batched_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(spatialgrad, FuncTorchBatched, m) {
-  const auto fold = [] { return torch::CppFunction::makeFromBoxedFunction<&batched_kernel<true>>(); };
-  const auto loop = [] { return torch::CppFunction::makeFromBoxedFunction<&batched_kernel<false>>(); };
-  for (const char* name : {"avg_pool2d", "avg_pool2d_backward", "grid_sampler_2d", "grid_sampler_2d_backward",
-                           "grid_sampler_2d_double_backward", "ms_deform_attn", "ms_deform_attn_backward",
-                           "ms_deform_attn_double_backward", "upsample_bilinear2d",
-                           "upsample_bilinear2d_backward"}) {
-    m.impl(name, fold());
-  }
-  for (const char* name : {"roi_align", "roi_align_backward"}) {
-    m.impl(name, loop());
-  }
+torch::CppFunction batching_kernel(Vmap rule) {
+  return rule == Vmap::kFoldIntoBatch ? torch::CppFunction::makeFromBoxedFunction<&batched_kernel<true>>()
+                                      : torch::CppFunction::makeFromBoxedFunction<&batched_kernel<false>>();
 }
 
 }  // namespace spatialgrad::torch_ops

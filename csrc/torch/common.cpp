@@ -4,52 +4,38 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cstring>
 #include <string>
+#include <utility>
 
 namespace spatialgrad::torch_ops {
 
 namespace {
 
-// NumPy's name of a dtype the kernels do not take, as the NumPy path's message gives it.
+// The DType of each PyTorch dtype the kernels take.
+constexpr std::pair<at::ScalarType, DType> kDTypes[] = {
+    {at::kHalf, DType::kFloat16},   {at::kBFloat16, DType::kBFloat16}, {at::kFloat, DType::kFloat32},
+    {at::kDouble, DType::kFloat64}, {at::kInt, DType::kInt32},         {at::kLong, DType::kInt64}};
+
+// NumPy's names of the dtypes the kernels do not take where PyTorch's differ, as the NumPy path's message gives them.
+constexpr std::pair<at::ScalarType, const char*> kNumpyNames[] = {
+    {at::kByte, "uint8"}, {at::kChar, "int8"},         {at::kShort, "int16"},
+    {at::kBool, "bool"},  {at::kComplexFloat, "complex64"}, {at::kComplexDouble, "complex128"}};
+
 std::string numpy_name(at::ScalarType type) {
-  switch (type) {
-    case at::kByte:
-      return "uint8";
-    case at::kChar:
-      return "int8";
-    case at::kShort:
-      return "int16";
-    case at::kBool:
-      return "bool";
-    case at::kComplexFloat:
-      return "complex64";
-    case at::kComplexDouble:
-      return "complex128";
-    default:
-      return c10::toString(type);
+  for (const auto& [scalar_type, name] : kNumpyNames) {
+    if (scalar_type == type) return name;
   }
+  return c10::toString(type);
 }
 
 // The DType of a PyTorch dtype, or a TypeError in the words the NumPy path uses for the same tensor.
 DType dtype_of_scalar_type(at::ScalarType type, const char* op, const char* arg) {
-  switch (type) {
-    case at::kHalf:
-      return DType::kFloat16;
-    case at::kBFloat16:
-      return DType::kBFloat16;
-    case at::kFloat:
-      return DType::kFloat32;
-    case at::kDouble:
-      return DType::kFloat64;
-    case at::kInt:
-      return DType::kInt32;
-    case at::kLong:
-      return DType::kInt64;
-    default:
-      detail::fail(ErrorKind::kType, op, "(): expected ", arg,
-                   " to be a tensor of float16, bfloat16, float32 or float64, but got dtype ",
-                   numpy_name(type));
+  for (const auto& [scalar_type, dtype] : kDTypes) {
+    if (scalar_type == type) return dtype;
   }
+  detail::fail(ErrorKind::kType, op, "(): expected ", arg,
+               " to be a tensor of float16, bfloat16, float32 or float64, but got dtype ", numpy_name(type));
 }
 
 std::atomic<bool> g_forked_child{false};
@@ -115,6 +101,12 @@ variable_list in_places(const variable_list& values, c10::ArrayRef<bool> compute
   return placed;
 }
 
+variable_list gradient_of_first(at::Tensor grad, size_t arguments) {
+  variable_list grads(arguments);
+  grads.at(0) = std::move(grad);
+  return grads;
+}
+
 void raise_no_third_order(const char* kernel, const char* forward) {
   // The words of the Python path (spatialgrad._registry.pullback_call).
   TORCH_CHECK(false, "spatialgrad.torch: spatialgrad: ", kernel,
@@ -138,6 +130,16 @@ void rethrow_as_c10(const Error& error) {
   throw c10::ValueError(where, error.what());
 }
 
+std::string name_in(const char* schema) { return std::string(schema, std::strchr(schema, '(')); }
+
+void define_kernel(torch::Library& m, Vmap vmap, Kernel kernel) {
+  m.def(kernel.schema);
+  const std::string name = name_in(kernel.schema);
+  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::CPU, std::move(kernel.cpu)));
+  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::AutogradCPU, std::move(kernel.autograd)));
+  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::FuncTorchBatched, batching_kernel(vmap)));
+}
+
 FairHostExecutor& torch_pool_executor() {
   // Never freed: calls may run on them at exit.
   static FairHostExecutor& torch_pool = *new FairHostExecutor(*new TorchPoolExecutor());
@@ -150,3 +152,7 @@ Executor& torch_executor() {
 }
 
 }  // namespace spatialgrad::torch_ops
+
+// The library's namespace, spatialgrad (torch.ops.spatialgrad.<name>): each operator's file defines its schemas in
+// a TORCH_LIBRARY_FRAGMENT, with arguments as in the operators users know (aten's, torchvision's, mmcv's).
+TORCH_LIBRARY(spatialgrad, m) { static_cast<void>(m); }

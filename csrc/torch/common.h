@@ -1,15 +1,21 @@
 // The PyTorch operator layer's shared machinery (libspatialgrad_torch): at::Tensor -> TensorView without
 // copies, outputs, error translation, the executor on PyTorch's intra-op pool, and calls of the
-// registered operators through the dispatcher. Each operator's file (csrc/torch/<op>.cpp) holds its CPU
-// kernels and its autograd kernel; library.cpp holds the schemas.
+// registered operators through the dispatcher, and their definition with their kernels. Each operator's file
+// (csrc/torch/<op>.cpp) holds its schemas, its CPU kernels and its autograd::Functions.
 #pragma once
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
+#include <torch/library.h>
 
+#include <array>
 #include <cstdint>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "spatialgrad/error.h"
@@ -51,51 +57,156 @@ const c10::IValue& saved_option(AutogradContext* ctx, size_t index);
 variable_list computed_only(const variable_list& outputs);
 variable_list in_places(const variable_list& values, c10::ArrayRef<bool> computed);
 
-// Whether a call with these arguments records an autograd graph: grad mode on and a tensor argument requiring grad.
-inline bool requires_grad_of(const at::Tensor& t) { return t.defined() && t.requires_grad(); }
-inline bool requires_grad_of(const c10::optional<at::Tensor>& t) { return t.has_value() && requires_grad_of(*t); }
-template <class T>
-bool requires_grad_of(const T& /*not a tensor*/) {
-  return false;
+// A backward's gradients when only the first of its function's `arguments` has one: `grad`, then none.
+variable_list gradient_of_first(at::Tensor grad, size_t arguments);
+
+// Whether `arg` is a tensor argument (a defined tensor, or a present and defined optional one) for which
+// `test` holds; never for the other arguments.
+template <class Test, class T>
+bool tensor_holds(const Test& test, const T& arg) {
+  if constexpr (std::is_same_v<T, at::Tensor>) {
+    return arg.defined() && test(arg);
+  } else if constexpr (std::is_same_v<T, c10::optional<at::Tensor>>) {
+    return arg.has_value() && arg->defined() && test(*arg);
+  } else {
+    return false;
+  }
 }
-template <class... Args>
-bool records_graph(const Args&... args) {
-  return at::GradMode::is_enabled() && (requires_grad_of(args) || ...);
+template <class Test, class... Args>
+bool any_tensor_holds(const Test& test, const Args&... args) {
+  return (tensor_holds(test, args) || ...);
 }
 
 // Tensors the CPU kernel cannot read: functorch's wrappers (vmap's BatchedTensor, the TensorWrapper of grad and
 // vjp) and Python tensor subclasses reach their handling through the dispatcher, which the autograd Functions'
 // forwards call below autograd.
-inline bool needs_dispatch_of(const at::Tensor& t) {
+inline bool needs_dispatch(const at::Tensor& t) {
   // Wrappers (functorch, Python subclasses), and tensors whose memory is not their value: a ZeroTensor has no
   // data, a negative or conjugate view is read through its bit. A dual tensor (forward-mode AD) goes through
   // Function::apply too, which raises rather than drop its tangent.
   const c10::DispatchKeySet special({c10::DispatchKey::FuncTorchBatched, c10::DispatchKey::FuncTorchGradWrapper,
-                                     c10::DispatchKey::Python, c10::DispatchKey::ZeroTensor,
-                                     c10::DispatchKey::Negative, c10::DispatchKey::Conjugate});
-  return t.defined() && (t.key_set().has_any(special) || t._fw_grad(/*level=*/0).defined());
+                                     c10::DispatchKey::Python, c10::DispatchKey::ZeroTensor, c10::DispatchKey::Negative,
+                                     c10::DispatchKey::Conjugate});
+  return t.key_set().has_any(special) || t._fw_grad(/*level=*/0).defined();
 }
-inline bool needs_dispatch_of(const c10::optional<at::Tensor>& t) { return t.has_value() && needs_dispatch_of(*t); }
-template <class T>
-bool needs_dispatch_of(const T& /*not a tensor*/) {
-  return false;
+
+// Whether a call with these arguments records an autograd graph: grad mode on and a tensor argument requiring grad.
+template <class... Args>
+bool records_graph(const Args&... args) {
+  const auto requires_grad = [](const at::Tensor& t) { return t.requires_grad(); };
+  return at::GradMode::is_enabled() && any_tensor_holds(requires_grad, args...);
 }
 
 // Whether an autograd kernel may call the CPU kernel itself: no graph to record and plain tensors.
 template <class... Args>
 bool computes_directly(const Args&... args) {
-  return !records_graph(args...) && !(needs_dispatch_of(args) || ...);
+  return !records_graph(args...) && !any_tensor_holds(needs_dispatch, args...);
 }
 
-// An autograd kernel's call: the CPU kernel itself when it computes directly (no node, no saved options: a call
-// without gradients costs what the CPU kernel costs), else Function::apply.
-template <class Function, class Kernel, class... Args>
-at::Tensor apply_or_compute(const Kernel& kernel, const Args&... args) {
-  return computes_directly(args...) ? kernel(args...) : Function::apply(args...);
+// An autograd::Function's forward calling `op` (the operator's CPU kernel, through the dispatcher) below
+// autograd: on to functorch's batching kernels under vmap.
+template <class Sig, class... Args>
+auto call_below_autograd(const c10::TypedOperatorHandle<Sig>& op, const Args&... args) {
+  const at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return op.call(args...);
+}
+
+template <class R, size_t... I>
+R tuple_of(const variable_list& outputs, std::index_sequence<I...> /*positions*/) {
+  return R(outputs.at(I)...);
+}
+
+// The outputs of a kernel returning the tuple R, from its Function's variable_list: a Function returns only the
+// outputs its output_mask argument (the last one, when there is one) asks for; they go back to their places.
+template <class R, class... Args>
+R placed_outputs(const variable_list& computed, const Args&... args) {
+  constexpr size_t kOutputs = std::tuple_size_v<R>;
+  const auto arguments = std::tie(args...);
+  const auto& last = std::get<sizeof...(Args) - 1>(arguments);
+  if constexpr (std::is_same_v<std::decay_t<decltype(last)>, std::array<bool, kOutputs>>) {
+    return tuple_of<R>(in_places(computed, last), std::make_index_sequence<kOutputs>());
+  } else {
+    return tuple_of<R>(computed, std::make_index_sequence<kOutputs>());
+  }
+}
+
+// The autograd kernel of an operator whose CPU kernel is kCpu and whose autograd::Function is Function: the CPU
+// kernel itself when it computes directly (no node, no saved options: a call without gradients costs what the
+// CPU kernel costs), else Function::apply.
+template <class Function, auto kCpu>
+struct AutogradKernel;
+template <class Function, class R, class... Args, R (*kCpu)(Args...)>
+struct AutogradKernel<Function, kCpu> {
+  static R call(Args... args) {
+    if (computes_directly(args...)) return kCpu(args...);
+    if constexpr (std::is_same_v<R, at::Tensor>) {
+      return Function::apply(args...);
+    } else {
+      return placed_outputs<R>(Function::apply(args...), args...);
+    }
+  }
+};
+
+// How functorch.vmap batches an operator (batching.cpp): the vmapped dimension folded into the image batch (for
+// operators whose image-like tensor arguments all lead with N and treat the images independently), or one call
+// per sample.
+enum class Vmap { kFoldIntoBatch, kPerSample };
+torch::CppFunction batching_kernel(Vmap rule);
+
+// One kernel of an operator, as the library defines it: its schema (spatialgrad::<schema>), its CPU kernel and its
+// autograd kernel.
+struct Kernel {
+  const char* schema;
+  torch::CppFunction cpu, autograd;
+};
+
+// The kernel with schema `schema`, CPU kernel kCpu and autograd kernel AutogradKernel<Function, kCpu>.
+template <class Function, auto kCpu>
+Kernel kernel(const char* schema) {
+  using Autograd = AutogradKernel<Function, kCpu>;
+  return Kernel{schema, torch::CppFunction(TORCH_FN(kCpu)), torch::CppFunction(TORCH_FN(Autograd::call))};
+}
+
+void define_kernel(torch::Library& m, Vmap vmap, Kernel kernel);
+
+// Defines an operator's kernels (its forward, backward, ...) in the library, in a TORCH_LIBRARY_FRAGMENT of the
+// operator's file, each with its CPU and autograd kernels and `vmap`'s batching rule.
+template <class... Kernels>
+void define_operator(torch::Library& m, Vmap vmap, Kernels... kernels) {
+  (define_kernel(m, vmap, std::move(kernels)), ...);
 }
 
 // The RuntimeError of differentiating a second-order kernel (`kernel`, of the operator `forward`).
 [[noreturn]] void raise_no_third_order(const char* kernel, const char* forward);
+
+// The name in an operator's schema (up to its argument list).
+std::string name_in(const char* schema);
+
+// The autograd::Function of a second-order kernel (schema kSchema, C++ signature Sig) of the operator kOperator:
+// its forward calls the kernel below autograd and returns the outputs it computed; its derivative raises (third
+// order is not implemented).
+template <const char* kSchema, class Sig, const char* kOperator>
+struct SecondOrderFunction : torch::autograd::Function<SecondOrderFunction<kSchema, Sig, kOperator>> {
+  template <class... Args>
+  static variable_list forward(AutogradContext* /*ctx*/, const Args&... args) {
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow(("spatialgrad::" + name_in(kSchema)).c_str(), "")
+                               .template typed<Sig>();
+    const auto outputs = call_below_autograd(op, args...);
+    return computed_only(std::apply([](const auto&... output) { return variable_list{output...}; }, outputs));
+  }
+
+  static variable_list backward(AutogradContext* /*ctx*/, variable_list /*grads*/) {
+    raise_no_third_order(name_in(kSchema).c_str(), kOperator);
+  }
+};
+
+// The kernel of a second-order kernel kCpu (schema kSchema) of the operator kOperator, with SecondOrderFunction
+// as its autograd::Function.
+template <auto kCpu, const char* kSchema, const char* kOperator>
+Kernel second_order_kernel() {
+  return kernel<SecondOrderFunction<kSchema, std::remove_pointer_t<decltype(kCpu)>, kOperator>, kCpu>(kSchema);
+}
 
 // Raises a spatialgrad::Error as the c10 error PyTorch maps to the same Python exception (c10::ValueError,
 // TypeError, IndexError; an OverflowError kind has no c10 type in PyTorch 1.13 and is a RuntimeError).
@@ -126,7 +237,7 @@ FairHostExecutor& torch_pool_executor();
 // spatialgrad's own pool does (OpenMP's threads do not survive fork()).
 Executor& torch_executor();
 
-// The C++ signatures of the forwards' schemas (library.cpp), for typed calls through the dispatcher: the
+// The C++ signatures of the forwards' schemas (each operator's file), for typed calls through the dispatcher: the
 // linear operators' backwards call their forward, and spatialgrad._torch_ops (python.cpp) calls all five.
 namespace signature {
 using AvgPool2d = at::Tensor(const at::Tensor&, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, bool,
@@ -157,9 +268,8 @@ void run_kernel(const Fn& fn) {
 // The typed handle of the registered operator spatialgrad::NAME with C++ signature SIG, looked up on the
 // first call. Calls through it go through the dispatcher, autograd included: a backward that calls another
 // operator this way is itself differentiable.
-#define SG_OPERATOR(NAME, SIG)                                                                   \
-  ([]() -> const c10::TypedOperatorHandle<SIG>& {                                                \
-    static const auto handle =                                                                   \
-        c10::Dispatcher::singleton().findSchemaOrThrow("spatialgrad::" NAME, "").typed<SIG>(); \
-    return handle;                                                                               \
+#define SG_OPERATOR(NAME, SIG)                                                                                        \
+  ([]() -> const c10::TypedOperatorHandle<SIG>& {                                                                     \
+    static const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow("spatialgrad::" NAME, "").typed<SIG>(); \
+    return handle;                                                                                                    \
   }())

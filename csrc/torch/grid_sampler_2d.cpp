@@ -18,6 +18,11 @@ using Pair = std::tuple<at::Tensor, at::Tensor>;
 using Triple = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 using OptionalTensor = c10::optional<at::Tensor>;
 
+// aten's schemas, and the second-order kernel's.
+constexpr char kForwardSchema[] =
+    "grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) "
+    "-> Tensor";
+
 at::Tensor forward_cpu(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode,
                        int64_t padding_mode, bool align_corners) {
   Output out;
@@ -31,24 +36,41 @@ at::Tensor forward_cpu(const at::Tensor& input, const at::Tensor& grid, int64_t 
   return out.tensor;
 }
 
+// The backward kernels' tensors: grad_output, input and grid, viewed in `op`'s words.
+struct BackwardViews {
+  TensorView grad_output, input, grid;
+};
+
+BackwardViews view_backward_args(const char* op, const at::Tensor& grad_output, const at::Tensor& input,
+                                 const at::Tensor& grid) {
+  return {view_of(grad_output, op, "grad_output"), view_of(input, op, "input"), view_of(grid, op, "grid")};
+}
+
+constexpr char kBackwardSchema[] =
+    "grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, int interpolation_mode, "
+    "int padding_mode, bool align_corners, bool[2] output_mask) -> (Tensor, Tensor)";
+
 Pair backward_cpu(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& grid,
                   int64_t interpolation_mode, int64_t padding_mode, bool align_corners,
                   std::array<bool, 2> output_mask) {
   Output grad_input, grad_grid;
   run_kernel([&] {
     const GridSampler2dParams params = grid_sampler_2d_params(interpolation_mode, padding_mode, align_corners);
-    const char* op = "grid_sampler_2d_backward";
-    const TensorView go = view_of(grad_output, op, "grad_output");
-    const TensorView in = view_of(input, op, "input");
-    const TensorView gr = view_of(grid, op, "grid");
+    const BackwardViews v = view_backward_args("grid_sampler_2d_backward", grad_output, input, grid);
     // Arguments checked before anything is allocated; the kernel checks everything again.
-    check_grid_sampler_2d_backward(go, in, gr, TensorView(), TensorView(), params, {false, false});
+    check_grid_sampler_2d_backward(v.grad_output, v.input, v.grid, TensorView(), TensorView(), params, {false, false});
     grad_input = new_output_if(output_mask[0], input, input.sizes());
     grad_grid = new_output_if(output_mask[1], grid, grid.sizes());
-    grid_sampler_2d_backward(go, in, gr, grad_input.view, grad_grid.view, params, {output_mask[0], output_mask[1]});
+    grid_sampler_2d_backward(v.grad_output, v.input, v.grid, grad_input.view, grad_grid.view, params,
+                             {output_mask[0], output_mask[1]});
   });
   return {grad_input.tensor, grad_grid.tensor};
 }
+
+constexpr char kDoubleBackwardSchema[] =
+    "grid_sampler_2d_double_backward(Tensor? grad_grad_input, Tensor? grad_grad_grid, Tensor grad_output, "
+    "Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners, bool[3] output_mask) "
+    "-> (Tensor, Tensor, Tensor)";
 
 Triple double_backward_cpu(const OptionalTensor& grad_grad_input, const OptionalTensor& grad_grad_grid,
                            const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& grid,
@@ -60,23 +82,20 @@ Triple double_backward_cpu(const OptionalTensor& grad_grad_input, const Optional
     const char* op = "grid_sampler_2d_double_backward";
     const TensorView ggi = view_of(grad_grad_input, op, "grad_grad_input");
     const TensorView ggg = view_of(grad_grad_grid, op, "grad_grad_grid");
-    const TensorView go = view_of(grad_output, op, "grad_output");
-    const TensorView in = view_of(input, op, "input");
-    const TensorView gr = view_of(grid, op, "grid");
-    grid_sampler_2d_output_shape(in.sizes(), gr.sizes());  // shapes checked before allocating
+    const BackwardViews v = view_backward_args(op, grad_output, input, grid);
+    grid_sampler_2d_output_shape(v.input.sizes(), v.grid.sizes());  // shapes checked before allocating
     d_grad_output = new_output_if(output_mask[0], grad_output, grad_output.sizes());
     d_input = new_output_if(output_mask[1], input, input.sizes());
     d_grid = new_output_if(output_mask[2], grid, grid.sizes());
-    grid_sampler_2d_double_backward(ggi, ggg, go, in, gr, d_grad_output.view, d_input.view, d_grid.view, params,
-                                    {output_mask[0], output_mask[1], output_mask[2]});
+    grid_sampler_2d_double_backward(ggi, ggg, v.grad_output, v.input, v.grid, d_grad_output.view, d_input.view,
+                                    d_grid.view, params, {output_mask[0], output_mask[1], output_mask[2]});
   });
   return {d_grad_output.tensor, d_input.tensor, d_grid.tensor};
 }
 
-using BackwardSig = Pair(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, int64_t, bool,
-                         std::array<bool, 2>);
-using DoubleBackwardSig = Triple(const OptionalTensor&, const OptionalTensor&, const at::Tensor&, const at::Tensor&,
-                                 const at::Tensor&, int64_t, int64_t, bool, std::array<bool, 3>);
+// The kernels' C++ signatures, for typed calls through the dispatcher.
+using BackwardSig = decltype(backward_cpu);
+using DoubleBackwardSig = decltype(double_backward_cpu);
 
 void save_modes(AutogradContext* ctx, int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
   save_options(ctx, {interpolation_mode, padding_mode, align_corners});
@@ -87,17 +106,16 @@ struct GridSampler2d : torch::autograd::Function<GridSampler2d> {
                             int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
     save_modes(ctx, interpolation_mode, padding_mode, align_corners);
     ctx->save_for_backward({input, grid});
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
-    return SG_OPERATOR("grid_sampler_2d", signature::GridSampler2d)
-        .call(input, grid, interpolation_mode, padding_mode, align_corners);
+    return call_below_autograd(SG_OPERATOR("grid_sampler_2d", signature::GridSampler2d), input, grid,
+                               interpolation_mode, padding_mode, align_corners);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const Pair grad = SG_OPERATOR("grid_sampler_2d_backward", BackwardSig)
-                          .call(grads[0], saved[0], saved[1], saved_option(ctx, 0).toInt(),
-                                saved_option(ctx, 1).toInt(), saved_option(ctx, 2).toBool(),
-                                {ctx->needs_input_grad(0), ctx->needs_input_grad(1)});
+    const Pair grad =
+        SG_OPERATOR("grid_sampler_2d_backward", BackwardSig)
+            .call(grads[0], saved[0], saved[1], saved_option(ctx, 0).toInt(), saved_option(ctx, 1).toInt(),
+                  saved_option(ctx, 2).toBool(), {ctx->needs_input_grad(0), ctx->needs_input_grad(1)});
     return {std::get<0>(grad), std::get<1>(grad), {}, {}, {}};
   }
 };
@@ -110,10 +128,8 @@ struct GridSampler2dBackward : torch::autograd::Function<GridSampler2dBackward> 
     ctx->saved_data["output_mask"] = c10::List<bool>({output_mask[0], output_mask[1]});
     ctx->save_for_backward({grad_output, input, grid});
     ctx->set_materialize_grads(false);  // an absent cotangent stays absent (zeros) down to the kernel
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
-    const Pair grad = SG_OPERATOR("grid_sampler_2d_backward", BackwardSig)
-                          .call(grad_output, input, grid, interpolation_mode, padding_mode, align_corners,
-                                output_mask);
+    const Pair grad = call_below_autograd(SG_OPERATOR("grid_sampler_2d_backward", BackwardSig), grad_output, input,
+                                          grid, interpolation_mode, padding_mode, align_corners, output_mask);
     return computed_only({std::get<0>(grad), std::get<1>(grad)});
   }
 
@@ -134,61 +150,15 @@ struct GridSampler2dBackward : torch::autograd::Function<GridSampler2dBackward> 
   }
 };
 
-struct GridSampler2dDoubleBackward : torch::autograd::Function<GridSampler2dDoubleBackward> {
-  static variable_list forward(AutogradContext* /*ctx*/, const OptionalTensor& grad_grad_input,
-                               const OptionalTensor& grad_grad_grid, const at::Tensor& grad_output,
-                               const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode,
-                               int64_t padding_mode, bool align_corners, std::array<bool, 3> output_mask) {
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
-    const Triple d = SG_OPERATOR("grid_sampler_2d_double_backward", DoubleBackwardSig)
-                         .call(grad_grad_input, grad_grad_grid, grad_output, input, grid, interpolation_mode,
-                               padding_mode, align_corners, output_mask);
-    return computed_only({std::get<0>(d), std::get<1>(d), std::get<2>(d)});
-  }
-
-  static variable_list backward(AutogradContext* /*ctx*/, variable_list /*grads*/) {
-    raise_no_third_order("grid_sampler_2d_double_backward", "grid_sample");
-  }
-};
+// The forward's name in spatialgrad.torch, for the message of a third derivative.
+constexpr char kOperatorName[] = "grid_sample";
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(spatialgrad, CPU, m) {
-  m.impl("grid_sampler_2d", &forward_cpu);
-  m.impl("grid_sampler_2d_backward", &backward_cpu);
-  m.impl("grid_sampler_2d_double_backward", &double_backward_cpu);
-}
-
-TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
-  m.impl("grid_sampler_2d", [](const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode,
-                               int64_t padding_mode, bool align_corners) {
-    return apply_or_compute<GridSampler2d>(forward_cpu, input, grid, interpolation_mode, padding_mode, align_corners);
-  });
-  m.impl("grid_sampler_2d_backward",
-         [](const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& grid,
-            int64_t interpolation_mode, int64_t padding_mode, bool align_corners, std::array<bool, 2> output_mask) {
-           if (computes_directly(grad_output, input, grid)) {
-             return backward_cpu(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, output_mask);
-           }
-           const variable_list grad = in_places(GridSampler2dBackward::apply(grad_output, input, grid, interpolation_mode,
-                                                                padding_mode, align_corners, output_mask),
-                                                output_mask);
-           return Pair(grad[0], grad[1]);
-         });
-  m.impl("grid_sampler_2d_double_backward",
-         [](const OptionalTensor& grad_grad_input, const OptionalTensor& grad_grad_grid, const at::Tensor& grad_output,
-            const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode, int64_t padding_mode,
-            bool align_corners, std::array<bool, 3> output_mask) {
-           if (computes_directly(grad_grad_input, grad_grad_grid, grad_output, input, grid)) {
-             return double_backward_cpu(grad_grad_input, grad_grad_grid, grad_output, input, grid, interpolation_mode,
-                                        padding_mode, align_corners, output_mask);
-           }
-           const variable_list d =
-               in_places(GridSampler2dDoubleBackward::apply(grad_grad_input, grad_grad_grid, grad_output, input, grid,
-                                               interpolation_mode, padding_mode, align_corners, output_mask),
-                         output_mask);
-           return Triple(d[0], d[1], d[2]);
-         });
+TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
+  define_operator(m, Vmap::kFoldIntoBatch, kernel<GridSampler2d, &forward_cpu>(kForwardSchema),
+                  kernel<GridSampler2dBackward, &backward_cpu>(kBackwardSchema),
+                  second_order_kernel<&double_backward_cpu, kDoubleBackwardSchema, kOperatorName>());
 }
 
 }  // namespace spatialgrad::torch_ops

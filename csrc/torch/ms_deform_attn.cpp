@@ -31,6 +31,11 @@ Inputs view_inputs(const char* op, const at::Tensor& value, const at::Tensor& sp
           view_of(attention_weights, op, "attention_weights")};
 }
 
+// mmcv's argument order, and the second-order kernel's.
+constexpr char kForwardSchema[] =
+    "ms_deform_attn(Tensor value, Tensor spatial_shapes, Tensor level_start_index, Tensor sampling_locations, "
+    "Tensor attention_weights, int im2col_step=64) -> Tensor";
+
 at::Tensor forward_cpu(const at::Tensor& value, const at::Tensor& spatial_shapes, const at::Tensor& level_start_index,
                        const at::Tensor& sampling_locations, const at::Tensor& attention_weights,
                        int64_t /*im2col_step: the CPU kernel does not batch columns*/) {
@@ -45,56 +50,82 @@ at::Tensor forward_cpu(const at::Tensor& value, const at::Tensor& spatial_shapes
   return out.tensor;
 }
 
+// The backward kernels' common start: the five inputs' and grad_output's views, checked before anything is
+// allocated, and the gradients of value, sampling_locations and attention_weights allocated.
+struct BackwardCall {
+  Inputs in;
+  TensorView grad_output;
+  Output grad_value, grad_locations, grad_weights;
+};
+
+BackwardCall start_backward(const char* op, const at::Tensor& value, const at::Tensor& spatial_shapes,
+                            const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
+                            const at::Tensor& attention_weights, const at::Tensor& grad_output) {
+  BackwardCall call;
+  call.in = view_inputs(op, value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
+  call.grad_output = view_of(grad_output, op, "grad_output");
+  const Inputs& in = call.in;
+  check_ms_deform_attn_backward(in.value, in.spatial_shapes, in.level_start_index, in.sampling_locations,
+                                in.attention_weights, call.grad_output, in.value, in.sampling_locations,
+                                in.attention_weights);
+  call.grad_value = new_output(value, value.sizes());
+  call.grad_locations = new_output(sampling_locations, sampling_locations.sizes());
+  call.grad_weights = new_output(attention_weights, attention_weights.sizes());
+  return call;
+}
+
+constexpr char kBackwardSchema[] =
+    "ms_deform_attn_backward(Tensor value, Tensor spatial_shapes, Tensor level_start_index, "
+    "Tensor sampling_locations, Tensor attention_weights, Tensor grad_output, int im2col_step=64) "
+    "-> (Tensor, Tensor, Tensor)";
+
 Triple backward_cpu(const at::Tensor& value, const at::Tensor& spatial_shapes, const at::Tensor& level_start_index,
                     const at::Tensor& sampling_locations, const at::Tensor& attention_weights,
                     const at::Tensor& grad_output, int64_t /*im2col_step*/) {
-  Output grad_value, grad_locations, grad_weights;
+  BackwardCall call;
   run_kernel([&] {
-    const char* op = "ms_deform_attn_backward";
-    const Inputs in = view_inputs(op, value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
-    const TensorView go = view_of(grad_output, op, "grad_output");
-    check_ms_deform_attn_backward(in.value, in.spatial_shapes, in.level_start_index, in.sampling_locations,
-                                  in.attention_weights, go, in.value, in.sampling_locations, in.attention_weights);
-    grad_value = new_output(value, value.sizes());
-    grad_locations = new_output(sampling_locations, sampling_locations.sizes());
-    grad_weights = new_output(attention_weights, attention_weights.sizes());
+    call = start_backward("ms_deform_attn_backward", value, spatial_shapes, level_start_index, sampling_locations,
+                          attention_weights, grad_output);
+    const Inputs& in = call.in;
     ms_deform_attn_backward(in.value, in.spatial_shapes, in.level_start_index, in.sampling_locations,
-                            in.attention_weights, go, grad_value.view, grad_locations.view, grad_weights.view);
+                            in.attention_weights, call.grad_output, call.grad_value.view, call.grad_locations.view,
+                            call.grad_weights.view);
   });
-  return {grad_value.tensor, grad_locations.tensor, grad_weights.tensor};
+  return {call.grad_value.tensor, call.grad_locations.tensor, call.grad_weights.tensor};
 }
 
+constexpr char kDoubleBackwardSchema[] =
+    "ms_deform_attn_double_backward(Tensor value, Tensor spatial_shapes, Tensor level_start_index, "
+    "Tensor sampling_locations, Tensor attention_weights, Tensor grad_output, Tensor? grad_grad_value, "
+    "Tensor? grad_grad_sampling_locations, Tensor? grad_grad_attention_weights) -> (Tensor, Tensor, Tensor, Tensor)";
+
+// Its outputs: d(value), d(sampling_locations), d(attention_weights), d(grad_output).
 Quadruple double_backward_cpu(const at::Tensor& value, const at::Tensor& spatial_shapes,
                               const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
                               const at::Tensor& attention_weights, const at::Tensor& grad_output,
                               const OptionalTensor& grad_grad_value, const OptionalTensor& grad_grad_sampling_locations,
                               const OptionalTensor& grad_grad_attention_weights) {
-  Output d_value, d_locations, d_weights, d_grad_output;
+  BackwardCall call;
+  Output d_grad_output;
   run_kernel([&] {
     const char* op = "ms_deform_attn_double_backward";
-    const Inputs in = view_inputs(op, value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
-    const TensorView go = view_of(grad_output, op, "grad_output");
-    check_ms_deform_attn_backward(in.value, in.spatial_shapes, in.level_start_index, in.sampling_locations,
-                                  in.attention_weights, go, in.value, in.sampling_locations, in.attention_weights);
-    d_value = new_output(value, value.sizes());
-    d_locations = new_output(sampling_locations, sampling_locations.sizes());
-    d_weights = new_output(attention_weights, attention_weights.sizes());
+    call = start_backward(op, value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
+                          grad_output);
     d_grad_output = new_output(grad_output, grad_output.sizes());
+    const Inputs& in = call.in;
     ms_deform_attn_double_backward(
-        in.value, in.spatial_shapes, in.level_start_index, in.sampling_locations, in.attention_weights, go,
-        view_of(grad_grad_value, op, "grad_grad_value"),
+        in.value, in.spatial_shapes, in.level_start_index, in.sampling_locations, in.attention_weights,
+        call.grad_output, view_of(grad_grad_value, op, "grad_grad_value"),
         view_of(grad_grad_sampling_locations, op, "grad_grad_sampling_locations"),
-        view_of(grad_grad_attention_weights, op, "grad_grad_attention_weights"), d_value.view, d_locations.view,
-        d_weights.view, d_grad_output.view);
+        view_of(grad_grad_attention_weights, op, "grad_grad_attention_weights"), call.grad_value.view,
+        call.grad_locations.view, call.grad_weights.view, d_grad_output.view);
   });
-  return {d_value.tensor, d_locations.tensor, d_weights.tensor, d_grad_output.tensor};
+  return {call.grad_value.tensor, call.grad_locations.tensor, call.grad_weights.tensor, d_grad_output.tensor};
 }
 
-using BackwardSig = Triple(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                           const at::Tensor&, const at::Tensor&, int64_t);
-using DoubleBackwardSig = Quadruple(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                    const at::Tensor&, const at::Tensor&, const OptionalTensor&,
-                                    const OptionalTensor&, const OptionalTensor&);
+// The kernels' C++ signatures, for typed calls through the dispatcher.
+using BackwardSig = decltype(backward_cpu);
+using DoubleBackwardSig = decltype(double_backward_cpu);
 
 OptionalTensor cotangent(const at::Tensor& grad) { return grad.defined() ? OptionalTensor(grad) : c10::nullopt; }
 
@@ -103,14 +134,14 @@ struct MsDeformAttn : torch::autograd::Function<MsDeformAttn> {
                             const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
                             const at::Tensor& attention_weights, int64_t im2col_step) {
     ctx->save_for_backward({value, spatial_shapes, level_start_index, sampling_locations, attention_weights});
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
-    return SG_OPERATOR("ms_deform_attn", signature::MsDeformAttn)
-        .call(value, spatial_shapes, level_start_index, sampling_locations, attention_weights, im2col_step);
+    return call_below_autograd(SG_OPERATOR("ms_deform_attn", signature::MsDeformAttn), value, spatial_shapes,
+                               level_start_index, sampling_locations, attention_weights, im2col_step);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list s = ctx->get_saved_variables();
-    const Triple g = SG_OPERATOR("ms_deform_attn_backward", BackwardSig).call(s[0], s[1], s[2], s[3], s[4], grads[0], 64);
+    const Triple g =
+        SG_OPERATOR("ms_deform_attn_backward", BackwardSig).call(s[0], s[1], s[2], s[3], s[4], grads[0], 64);
     return {std::get<0>(g), {}, {}, std::get<1>(g), std::get<2>(g), {}};
   }
 };
@@ -123,85 +154,32 @@ struct MsDeformAttnBackward : torch::autograd::Function<MsDeformAttnBackward> {
     ctx->save_for_backward(
         {value, spatial_shapes, level_start_index, sampling_locations, attention_weights, grad_output});
     ctx->set_materialize_grads(false);  // an absent cotangent stays absent (zeros) down to the kernel
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
-    const Triple g = SG_OPERATOR("ms_deform_attn_backward", BackwardSig)
-                         .call(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
-                               grad_output, im2col_step);
+    const Triple g =
+        call_below_autograd(SG_OPERATOR("ms_deform_attn_backward", BackwardSig), value, spatial_shapes,
+                            level_start_index, sampling_locations, attention_weights, grad_output, im2col_step);
     return {std::get<0>(g), std::get<1>(g), std::get<2>(g)};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     if (!grads[0].defined() && !grads[1].defined() && !grads[2].defined()) return variable_list(7);
     const variable_list s = ctx->get_saved_variables();
-    const Quadruple d = SG_OPERATOR("ms_deform_attn_double_backward", DoubleBackwardSig)
-                            .call(s[0], s[1], s[2], s[3], s[4], s[5], cotangent(grads[0]), cotangent(grads[1]),
-                                  cotangent(grads[2]));
+    const Quadruple d =
+        SG_OPERATOR("ms_deform_attn_double_backward", DoubleBackwardSig)
+            .call(s[0], s[1], s[2], s[3], s[4], s[5], cotangent(grads[0]), cotangent(grads[1]), cotangent(grads[2]));
     return {std::get<0>(d), {}, {}, std::get<1>(d), std::get<2>(d), std::get<3>(d), {}};
   }
 };
 
-struct MsDeformAttnDoubleBackward : torch::autograd::Function<MsDeformAttnDoubleBackward> {
-  static variable_list forward(AutogradContext* /*ctx*/, const at::Tensor& value, const at::Tensor& spatial_shapes,
-                               const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
-                               const at::Tensor& attention_weights, const at::Tensor& grad_output,
-                               const OptionalTensor& grad_grad_value, const OptionalTensor& grad_grad_sampling_locations,
-                               const OptionalTensor& grad_grad_attention_weights) {
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
-    const Quadruple d = SG_OPERATOR("ms_deform_attn_double_backward", DoubleBackwardSig)
-                            .call(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
-                                  grad_output, grad_grad_value, grad_grad_sampling_locations,
-                                  grad_grad_attention_weights);
-    return {std::get<0>(d), std::get<1>(d), std::get<2>(d), std::get<3>(d)};
-  }
-
-  static variable_list backward(AutogradContext* /*ctx*/, variable_list /*grads*/) {
-    raise_no_third_order("ms_deform_attn_double_backward", "ms_deform_attn");
-  }
-};
+// The forward's name in spatialgrad.torch, for the message of a third derivative.
+constexpr char kOperatorName[] = "ms_deform_attn";
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(spatialgrad, CPU, m) {
-  m.impl("ms_deform_attn", &forward_cpu);
-  m.impl("ms_deform_attn_backward", &backward_cpu);
-  m.impl("ms_deform_attn_double_backward", &double_backward_cpu);
-}
-
-TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
-  m.impl("ms_deform_attn", [](const at::Tensor& value, const at::Tensor& spatial_shapes,
-                              const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
-                              const at::Tensor& attention_weights, int64_t im2col_step) {
-    return apply_or_compute<MsDeformAttn>(forward_cpu, value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
-                          im2col_step);
-  });
-  m.impl("ms_deform_attn_backward",
-         [](const at::Tensor& value, const at::Tensor& spatial_shapes, const at::Tensor& level_start_index,
-            const at::Tensor& sampling_locations, const at::Tensor& attention_weights, const at::Tensor& grad_output,
-            int64_t im2col_step) {
-           if (computes_directly(value, sampling_locations, attention_weights, grad_output)) {
-             return backward_cpu(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
-                                 grad_output, im2col_step);
-           }
-           const variable_list g = MsDeformAttnBackward::apply(value, spatial_shapes, level_start_index, sampling_locations,
-                                                   attention_weights, grad_output, im2col_step);
-           return Triple(g[0], g[1], g[2]);
-         });
-  m.impl("ms_deform_attn_double_backward",
-         [](const at::Tensor& value, const at::Tensor& spatial_shapes, const at::Tensor& level_start_index,
-            const at::Tensor& sampling_locations, const at::Tensor& attention_weights, const at::Tensor& grad_output,
-            const OptionalTensor& grad_grad_value, const OptionalTensor& grad_grad_sampling_locations,
-            const OptionalTensor& grad_grad_attention_weights) {
-           if (computes_directly(value, sampling_locations, attention_weights, grad_output, grad_grad_value,
-                              grad_grad_sampling_locations, grad_grad_attention_weights)) {
-             return double_backward_cpu(value, spatial_shapes, level_start_index, sampling_locations,
-                                        attention_weights, grad_output, grad_grad_value, grad_grad_sampling_locations,
-                                        grad_grad_attention_weights);
-           }
-           const variable_list d = MsDeformAttnDoubleBackward::apply(value, spatial_shapes, level_start_index, sampling_locations,
-                                                         attention_weights, grad_output, grad_grad_value,
-                                                         grad_grad_sampling_locations, grad_grad_attention_weights);
-           return Quadruple(d[0], d[1], d[2], d[3]);
-         });
+TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
+  // spatial_shapes and level_start_index are shared by the images of a call (batching.cpp).
+  define_operator(m, Vmap::kFoldIntoBatch, kernel<MsDeformAttn, &forward_cpu>(kForwardSchema),
+                  kernel<MsDeformAttnBackward, &backward_cpu>(kBackwardSchema),
+                  second_order_kernel<&double_backward_cpu, kDoubleBackwardSchema, kOperatorName>());
 }
 
 }  // namespace spatialgrad::torch_ops

@@ -19,6 +19,11 @@ RoiAlignParams make_params(double spatial_scale, int64_t pooled_height, int64_t 
   return RoiAlignParams{pooled_height, pooled_width, spatial_scale, std::max<int64_t>(sampling_ratio, 0), aligned};
 }
 
+// torchvision's schemas (sampling_ratio <= 0: adaptive).
+constexpr char kForwardSchema[] =
+    "roi_align(Tensor input, Tensor rois, float spatial_scale, int pooled_height, int pooled_width, "
+    "int sampling_ratio, bool aligned) -> Tensor";
+
 at::Tensor forward_cpu(const at::Tensor& input, const at::Tensor& rois, double spatial_scale, int64_t pooled_height,
                        int64_t pooled_width, int64_t sampling_ratio, bool aligned) {
   Output out;
@@ -31,6 +36,10 @@ at::Tensor forward_cpu(const at::Tensor& input, const at::Tensor& rois, double s
   });
   return out.tensor;
 }
+
+constexpr char kBackwardSchema[] =
+    "roi_align_backward(Tensor grad, Tensor rois, float spatial_scale, int pooled_height, int pooled_width, "
+    "int batch_size, int channels, int height, int width, int sampling_ratio, bool aligned) -> Tensor";
 
 at::Tensor backward_cpu(const at::Tensor& grad, const at::Tensor& rois, double spatial_scale, int64_t pooled_height,
                         int64_t pooled_width, int64_t batch_size, int64_t channels, int64_t height, int64_t width,
@@ -48,8 +57,8 @@ at::Tensor backward_cpu(const at::Tensor& grad, const at::Tensor& rois, double s
   return grad_input.tensor;
 }
 
-using BackwardSig = at::Tensor(const at::Tensor&, const at::Tensor&, double, int64_t, int64_t, int64_t, int64_t,
-                               int64_t, int64_t, int64_t, bool);
+// The kernels' C++ signatures, for typed calls through the dispatcher.
+using BackwardSig = decltype(backward_cpu);
 
 // Options: spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned; then the input's shape.
 void save_roi_options(AutogradContext* ctx, double spatial_scale, int64_t pooled_height, int64_t pooled_width,
@@ -58,25 +67,22 @@ void save_roi_options(AutogradContext* ctx, double spatial_scale, int64_t pooled
 }
 
 struct RoiAlign : torch::autograd::Function<RoiAlign> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& rois,
-                            double spatial_scale, int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
-                            bool aligned) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
+                            int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio, bool aligned) {
     save_roi_options(ctx, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned, input.sizes().vec());
     ctx->save_for_backward({rois});
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
-    return SG_OPERATOR("roi_align", signature::RoiAlign)
-        .call(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned);
+    return call_below_autograd(SG_OPERATOR("roi_align", signature::RoiAlign), input, rois, spatial_scale, pooled_height,
+                               pooled_width, sampling_ratio, aligned);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto option = [ctx](size_t i) { return saved_option(ctx, i); };
     const std::vector<int64_t> shape = option(5).toIntVector();
-    variable_list result(7);
-    result[0] = SG_OPERATOR("roi_align_backward", BackwardSig)
-                    .call(grads[0], ctx->get_saved_variables()[0], option(0).toDouble(), option(1).toInt(),
-                          option(2).toInt(), shape[0], shape[1], shape[2], shape[3], option(3).toInt(),
-                          option(4).toBool());
-    return result;
+    return gradient_of_first(
+        SG_OPERATOR("roi_align_backward", BackwardSig)
+            .call(grads[0], ctx->get_saved_variables()[0], option(0).toDouble(), option(1).toInt(), option(2).toInt(),
+                  shape[0], shape[1], shape[2], shape[3], option(3).toInt(), option(4).toBool()),
+        /*arguments=*/7);
   }
 };
 
@@ -86,41 +92,25 @@ struct RoiAlignBackward : torch::autograd::Function<RoiAlignBackward> {
                             int64_t height, int64_t width, int64_t sampling_ratio, bool aligned) {
     save_roi_options(ctx, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned, {});
     ctx->save_for_backward({rois});
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
-    return SG_OPERATOR("roi_align_backward", BackwardSig)
-        .call(grad, rois, spatial_scale, pooled_height, pooled_width, batch_size, channels, height, width,
-              sampling_ratio, aligned);
+    return call_below_autograd(SG_OPERATOR("roi_align_backward", BackwardSig), grad, rois, spatial_scale, pooled_height,
+                               pooled_width, batch_size, channels, height, width, sampling_ratio, aligned);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto option = [ctx](size_t i) { return saved_option(ctx, i); };
-    variable_list result(11);
-    result[0] = SG_OPERATOR("roi_align", signature::RoiAlign)
-                    .call(grads[0], ctx->get_saved_variables()[0], option(0).toDouble(), option(1).toInt(),
-                          option(2).toInt(), option(3).toInt(), option(4).toBool());
-    return result;
+    return gradient_of_first(SG_OPERATOR("roi_align", signature::RoiAlign)
+                                 .call(grads[0], ctx->get_saved_variables()[0], option(0).toDouble(), option(1).toInt(),
+                                       option(2).toInt(), option(3).toInt(), option(4).toBool()),
+                             /*arguments=*/11);
   }
 };
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(spatialgrad, CPU, m) {
-  m.impl("roi_align", &forward_cpu);
-  m.impl("roi_align_backward", &backward_cpu);
-}
-
-TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
-  m.impl("roi_align", [](const at::Tensor& input, const at::Tensor& rois, double spatial_scale, int64_t pooled_height,
-                         int64_t pooled_width, int64_t sampling_ratio, bool aligned) {
-    return apply_or_compute<RoiAlign>(forward_cpu, input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned);
-  });
-  m.impl("roi_align_backward",
-         [](const at::Tensor& grad, const at::Tensor& rois, double spatial_scale, int64_t pooled_height,
-            int64_t pooled_width, int64_t batch_size, int64_t channels, int64_t height, int64_t width,
-            int64_t sampling_ratio, bool aligned) {
-           return apply_or_compute<RoiAlignBackward>(backward_cpu, grad, rois, spatial_scale, pooled_height, pooled_width, batch_size, channels,
-                                  height, width, sampling_ratio, aligned);
-         });
+TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
+  // Boxes carry their image's index: vmap calls once per sample.
+  define_operator(m, Vmap::kPerSample, kernel<RoiAlign, &forward_cpu>(kForwardSchema),
+                  kernel<RoiAlignBackward, &backward_cpu>(kBackwardSchema));
 }
 
 }  // namespace spatialgrad::torch_ops

@@ -38,7 +38,8 @@ struct Laid {
 };
 
 // NHWC when `format` says so, else (no format) when `t` is channels_last.
-Laid lay_out(const at::Tensor& t, const char* op, const char* arg, c10::optional<at::MemoryFormat> format = c10::nullopt) {
+Laid lay_out(const at::Tensor& t, const char* op, const char* arg,
+             c10::optional<at::MemoryFormat> format = c10::nullopt) {
   // (A memory_format applies to 4-D tensors only: the core reports another rank as it does without one.)
   const bool nhwc = t.dim() == 4 && (format ? *format == at::MemoryFormat::ChannelsLast : is_channels_last(t));
   if (nhwc) return {Layout::kNHWC, nhwc_view_of(t, op, arg), at::MemoryFormat::ChannelsLast};
@@ -50,6 +51,10 @@ Output new_laid_output(const at::Tensor& like, const std::vector<int64_t>& shape
   if (laid.layout == Layout::kNHWC) out.view = nhwc_view_of(out.tensor, "spatialgrad", "an output");
   return out;
 }
+
+// aten's upsample_bilinear2d.vec schemas.
+constexpr char kForwardSchema[] =
+    "upsample_bilinear2d(Tensor input, int[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor";
 
 at::Tensor forward_cpu(const at::Tensor& input, Sizes output_size, bool align_corners, Scales scale_factors) {
   Output out;
@@ -78,6 +83,11 @@ TensorView stand_in(DType dtype, const std::vector<int64_t>& shape) {
   return TensorView(&nowhere, dtype, shape);
 }
 
+// aten's, plus the layout of grad_input (below).
+constexpr char kBackwardSchema[] =
+    "upsample_bilinear2d_backward(Tensor grad_output, int[]? output_size, int[] input_size, bool align_corners, "
+    "float[]? scale_factors, MemoryFormat? memory_format=None) -> Tensor";
+
 // grad_input in `memory_format` (the autograd kernel passes the forward input's), else laid out as grad_output
 // (PyTorch's rule).
 at::Tensor backward_cpu(const at::Tensor& grad_output, Sizes output_size, at::IntArrayRef input_size,
@@ -87,11 +97,11 @@ at::Tensor backward_cpu(const at::Tensor& grad_output, Sizes output_size, at::In
     const char* op = "upsample_bilinear2d_backward";
     const auto [scales_h, scales_w] = scale_pair(op, scale_factors);
     const Laid go = lay_out(grad_output, op, "grad_output", memory_format);
-    const std::vector<int64_t> out_hw = output_size ? output_size->vec() : std::vector<int64_t>{
-        grad_output.size(-2), grad_output.size(-1)};
+    const std::vector<int64_t> out_hw =
+        output_size ? output_size->vec() : std::vector<int64_t>{grad_output.size(-2), grad_output.size(-1)};
     const bool nhwc = go.layout == Layout::kNHWC && input_size.size() == 4;
-    const std::vector<int64_t> size = nhwc ? std::vector<int64_t>{input_size[0], input_size[2], input_size[3],
-                                                                  input_size[1]} : input_size.vec();
+    const std::vector<int64_t> size =
+        nhwc ? std::vector<int64_t>{input_size[0], input_size[2], input_size[3], input_size[1]} : input_size.vec();
     const UpsampleBilinear2dParams params{out_hw, align_corners, scales_h, scales_w, go.layout};
     check_upsample_bilinear2d_backward(go.view, size, stand_in(go.view.dtype(), size), params);
     grad_input = new_laid_output(grad_output, size, go);
@@ -101,7 +111,8 @@ at::Tensor backward_cpu(const at::Tensor& grad_output, Sizes output_size, at::In
 }
 
 using Format = c10::optional<at::MemoryFormat>;
-using BackwardSig = at::Tensor(const at::Tensor&, Sizes, at::IntArrayRef, bool, Scales, Format);
+// The kernels' C++ signatures, for typed calls through the dispatcher.
+using BackwardSig = decltype(backward_cpu);
 
 // Options: output size (as computed), align_corners, scale factors (or None), input size.
 void save_sampling(AutogradContext* ctx, std::vector<int64_t> output_size, bool align_corners, Scales scales,
@@ -119,9 +130,8 @@ c10::optional<std::vector<double>> saved_scales(AutogradContext* ctx) {
 struct UpsampleBilinear2d : torch::autograd::Function<UpsampleBilinear2d> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, Sizes output_size, bool align_corners,
                             Scales scale_factors) {
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
-    const at::Tensor out =
-        SG_OPERATOR("upsample_bilinear2d", signature::UpsampleBilinear2d).call(input, output_size, align_corners, scale_factors);
+    const at::Tensor out = call_below_autograd(SG_OPERATOR("upsample_bilinear2d", signature::UpsampleBilinear2d), input,
+                                               output_size, align_corners, scale_factors);
     save_sampling(ctx, {out.size(2), out.size(3)}, align_corners, scale_factors, input.sizes().vec());
     ctx->saved_data["channels_last"] = is_channels_last(input);  // grad_input laid out as the input
     return out;
@@ -129,13 +139,12 @@ struct UpsampleBilinear2d : torch::autograd::Function<UpsampleBilinear2d> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto scales = saved_scales(ctx);
-    variable_list result(4);
-    result[0] = SG_OPERATOR("upsample_bilinear2d_backward", BackwardSig)
-                    .call(grads[0], saved_option(ctx, 0).toIntVector(), saved_option(ctx, 3).toIntVector(),
-                          saved_option(ctx, 1).toBool(), scales ? Scales(*scales) : c10::nullopt,
-                          ctx->saved_data["channels_last"].toBool() ? at::MemoryFormat::ChannelsLast
-                                                                    : at::MemoryFormat::Contiguous);
-    return result;
+    return gradient_of_first(SG_OPERATOR("upsample_bilinear2d_backward", BackwardSig)
+                                 .call(grads[0], saved_option(ctx, 0).toIntVector(), saved_option(ctx, 3).toIntVector(),
+                                       saved_option(ctx, 1).toBool(), scales ? Scales(*scales) : c10::nullopt,
+                                       ctx->saved_data["channels_last"].toBool() ? at::MemoryFormat::ChannelsLast
+                                                                                 : at::MemoryFormat::Contiguous),
+                             /*arguments=*/4);
   }
 };
 
@@ -144,39 +153,24 @@ struct UpsampleBilinear2dBackward : torch::autograd::Function<UpsampleBilinear2d
                             at::IntArrayRef input_size, bool align_corners, Scales scale_factors,
                             Format memory_format) {
     save_sampling(ctx, {grad_output.size(-2), grad_output.size(-1)}, align_corners, scale_factors, {});
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;  // on to functorch's batching kernels (vmap)
-    return SG_OPERATOR("upsample_bilinear2d_backward", BackwardSig)
-        .call(grad_output, output_size, input_size, align_corners, scale_factors, memory_format);
+    return call_below_autograd(SG_OPERATOR("upsample_bilinear2d_backward", BackwardSig), grad_output, output_size,
+                               input_size, align_corners, scale_factors, memory_format);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto scales = saved_scales(ctx);
-    variable_list result(6);
-    result[0] = SG_OPERATOR("upsample_bilinear2d", signature::UpsampleBilinear2d)
-                    .call(grads[0], saved_option(ctx, 0).toIntVector(), saved_option(ctx, 1).toBool(),
-                          scales ? Scales(*scales) : c10::nullopt);
-    return result;
+    return gradient_of_first(SG_OPERATOR("upsample_bilinear2d", signature::UpsampleBilinear2d)
+                                 .call(grads[0], saved_option(ctx, 0).toIntVector(), saved_option(ctx, 1).toBool(),
+                                       scales ? Scales(*scales) : c10::nullopt),
+                             /*arguments=*/6);
   }
 };
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(spatialgrad, CPU, m) {
-  m.impl("upsample_bilinear2d", &forward_cpu);
-  m.impl("upsample_bilinear2d_backward", &backward_cpu);
-}
-
-TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
-  m.impl("upsample_bilinear2d", [](const at::Tensor& input, Sizes output_size, bool align_corners,
-                                   Scales scale_factors) {
-    return apply_or_compute<UpsampleBilinear2d>(forward_cpu, input, output_size, align_corners, scale_factors);
-  });
-  m.impl("upsample_bilinear2d_backward",
-         [](const at::Tensor& grad_output, Sizes output_size, at::IntArrayRef input_size, bool align_corners,
-            Scales scale_factors, Format memory_format) {
-           return apply_or_compute<UpsampleBilinear2dBackward>(backward_cpu, grad_output, output_size, input_size, align_corners,
-                                                    scale_factors, memory_format);
-         });
+TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
+  define_operator(m, Vmap::kFoldIntoBatch, kernel<UpsampleBilinear2d, &forward_cpu>(kForwardSchema),
+                  kernel<UpsampleBilinear2dBackward, &backward_cpu>(kBackwardSchema));
 }
 
 }  // namespace spatialgrad::torch_ops

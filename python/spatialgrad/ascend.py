@@ -149,11 +149,11 @@ def _pair(value) -> Tuple[int, int]:
 
 
 def _grid_sampler_2d_backward(a: Dict[str, Any]) -> Dict[str, Any]:
-    from .functional.grid_sampler_2d import _INTERPOLATION
+    from .functional._args import GRID_INTERPOLATION
     if not any(bool(m) for m in a["output_mask"]):
         return {}  # the op_api returns before checking anything when no gradient is asked for
     mode = a["mode"]
-    return dict(dtype=_dtype(a["input"]), interpolationMode=_INTERPOLATION.get(mode, mode))
+    return dict(dtype=_dtype(a["input"]), interpolationMode=GRID_INTERPOLATION.get(mode, mode))
 
 
 def _ms_deform_attn_backward(a: Dict[str, Any]) -> Dict[str, Any]:
@@ -282,7 +282,8 @@ def strict(chip: str = "910B", rejected: str = "raise") -> Iterator[None]:
     Example::
 
         with spatialgrad.ascend.strict("910B"):
-            spatialgrad.avg_pool2d(np.random.rand(1, 1, 4, 4).astype(np.float32), 2)  # passes: no rule broken
+            image, grid = np.random.rand(1, 1, 4, 4), np.random.rand(1, 2, 2, 2) * 2 - 1
+            spatialgrad.grid_sample(image.astype(np.float32), grid.astype(np.float32))  # passes: no rule broken
     """
     validated_chip(chip)
     if rejected not in ("raise", "warn"):

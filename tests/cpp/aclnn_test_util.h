@@ -11,8 +11,14 @@
 #include <vector>
 
 #include "acl/acl.h"
+#include "aclnn/aclnn_base.h"
 
 namespace aclnn_testing {
+
+// The statuses the tests expect (aclnn_base.h's codes). The aclnn test files' own code lives in this namespace.
+constexpr int kOk = ACLNN_SUCCESS;
+constexpr int kNull = ACLNN_ERR_PARAM_NULLPTR;
+constexpr int kInvalid = ACLNN_ERR_PARAM_INVALID;
 
 inline std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size(), 1);

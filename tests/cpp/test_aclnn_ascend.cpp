@@ -19,13 +19,8 @@
 #include "aclnnop/aclnn_roi_align_v2_backward.h"
 #include "aclnnop/aclnn_upsample_bilinear_2d_backward_v2.h"
 
+namespace aclnn_testing {
 namespace {
-
-using aclnn_testing::HostTensor;
-using aclnn_testing::IntArray;
-
-constexpr int kOk = ACLNN_SUCCESS;
-constexpr int kInvalid = ACLNN_ERR_PARAM_INVALID;
 
 // In a fresh process: sets SPATIALGRAD_ASCEND_CHIP (nullptr: unsets it), makes the call and exits 0 when its
 // status is `code` and its recorded message contains `text` (printing both otherwise).
@@ -186,3 +181,4 @@ TEST(AclnnAscend, UnknownChipListsTheKnownOnes) {
 }
 
 }  // namespace
+}  // namespace aclnn_testing

@@ -15,15 +15,8 @@
 #include "spatialgrad/avg_pool2d.h"
 #include "test_util.h"
 
+namespace aclnn_testing {
 namespace {
-
-using aclnn_testing::HostTensor;
-using aclnn_testing::IntArray;
-using aclnn_testing::numel;
-using aclnn_testing::random_values;
-
-constexpr int kNull = ACLNN_ERR_PARAM_NULLPTR;
-constexpr int kInvalid = ACLNN_ERR_PARAM_INVALID;
 
 struct Pool {
   std::vector<int64_t> kernel{3, 3}, stride{2, 2}, padding{1, 1};
@@ -372,3 +365,4 @@ TEST(AclnnAvgPool2dBackwardErrors, OutputElementsMustNotOverlap) {
 }
 
 }  // namespace
+}  // namespace aclnn_testing

@@ -13,17 +13,10 @@
 #include "aclnnop/aclnn_grid_sampler2d_backward.h"
 #include "spatialgrad/grid_sampler_2d.h"
 
+namespace aclnn_testing {
 namespace {
 
-using aclnn_testing::AliasTensor;
-using aclnn_testing::core_view;
-using aclnn_testing::HostTensor;
-using aclnn_testing::numel;
-using aclnn_testing::random_values;
 using spatialgrad::DType;
-
-constexpr int kNull = ACLNN_ERR_PARAM_NULLPTR;
-constexpr int kInvalid = ACLNN_ERR_PARAM_INVALID;
 
 struct Mode {
   int64_t interpolation = 0, padding = 0;
@@ -436,3 +429,4 @@ TEST(AclnnGridSampler2DBackwardErrors, OutputsMustNotOverlapEachOtherOrTheInputs
 }
 
 }  // namespace
+}  // namespace aclnn_testing

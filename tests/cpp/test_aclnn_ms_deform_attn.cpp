@@ -13,17 +13,10 @@
 #include "aclnnop/aclnn_multi_scale_deformable_attention_grad.h"
 #include "spatialgrad/ms_deform_attn.h"
 
+namespace aclnn_testing {
 namespace {
 
-using aclnn_testing::AliasTensor;
-using aclnn_testing::core_view;
-using aclnn_testing::HostTensor;
-using aclnn_testing::numel;
-using aclnn_testing::random_values;
 using spatialgrad::DType;
-
-constexpr int kNull = ACLNN_ERR_PARAM_NULLPTR;
-constexpr int kInvalid = ACLNN_ERR_PARAM_INVALID;
 
 // bs 2, levels (3, 4) and (2, 2) -> S = 16, nH 2, C 5, Q 3, L 2, P 3.
 struct Dims {
@@ -409,3 +402,4 @@ TEST(AclnnMultiScaleDeformableAttentionGradErrors, OutputsMustNotOverlapEachOthe
 }
 
 }  // namespace
+}  // namespace aclnn_testing

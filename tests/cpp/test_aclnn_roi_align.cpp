@@ -15,17 +15,10 @@
 #include "aclnnop/aclnn_roi_align_v2_backward.h"
 #include "spatialgrad/roi_align.h"
 
+namespace aclnn_testing {
 namespace {
 
-using aclnn_testing::core_view;
-using aclnn_testing::HostTensor;
-using aclnn_testing::IntArray;
-using aclnn_testing::numel;
-using aclnn_testing::random_values;
 using spatialgrad::DType;
-
-constexpr int kNull = ACLNN_ERR_PARAM_NULLPTR;
-constexpr int kInvalid = ACLNN_ERR_PARAM_INVALID;
 
 struct Roi {
   int64_t pooled_height = 2, pooled_width = 3;
@@ -350,3 +343,4 @@ TEST(AclnnRoiAlignV2BackwardErrors, OutputElementsMustNotOverlap) {
 }
 
 }  // namespace
+}  // namespace aclnn_testing

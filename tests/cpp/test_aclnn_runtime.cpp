@@ -11,12 +11,8 @@
 #include "aclnn_test_util.h"
 #include "aclnnop/aclnn_avgpool2d_backward.h"
 
+namespace aclnn_testing {
 namespace {
-
-using aclnn_testing::AliasTensor;
-using aclnn_testing::HostTensor;
-using aclnn_testing::IntArray;
-using aclnn_testing::take_error_message;
 
 TEST(AclnnRuntime, EnumsAndCodesHaveCannValues) {
   EXPECT_EQ(ACL_SUCCESS, 0);
@@ -383,3 +379,4 @@ TEST(AclnnExecutor, FailedPlanningHandsOutNoExecutor) {
 }
 
 }  // namespace
+}  // namespace aclnn_testing

@@ -13,18 +13,11 @@
 #include "aclnnop/aclnn_upsample_bilinear_2d_backward_v2.h"
 #include "spatialgrad/upsample_bilinear2d.h"
 
+namespace aclnn_testing {
 namespace {
 
-using aclnn_testing::core_view;
-using aclnn_testing::HostTensor;
-using aclnn_testing::IntArray;
-using aclnn_testing::numel;
-using aclnn_testing::random_values;
 using spatialgrad::DType;
 using spatialgrad::Layout;
-
-constexpr int kNull = ACLNN_ERR_PARAM_NULLPTR;
-constexpr int kInvalid = ACLNN_ERR_PARAM_INVALID;
 
 struct Up {
   std::vector<int64_t> output_size{4, 5}, input_size{1, 2, 2, 3};
@@ -319,3 +312,4 @@ TEST(AclnnUpsampleBilinear2dBackwardV2Errors, OutputElementsMustNotOverlap) {
 }
 
 }  // namespace
+}  // namespace aclnn_testing

@@ -72,8 +72,8 @@ def test_vmap_of_grad_of_another_input(op):
 
 
 def test_every_operator_has_a_batching_kernel():
-    """csrc/torch/batching.cpp names each operator: a new one without an entry would run functorch's logging
-    fallback."""
+    """define_operator (csrc/torch/common.h) gives each operator its batching kernel: one without it would run
+    functorch's logging fallback."""
     operators = {name for name in torch._C._dispatch_get_registrations_for_dispatch_key("")
                  if name.startswith("spatialgrad::")}
     assert {f"spatialgrad::{op}" for op in OPERATORS} <= operators

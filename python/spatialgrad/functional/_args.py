@@ -12,6 +12,11 @@ import numpy as np
 
 IntOrPair = Union[int, Sequence[int]]
 
+# The grid sampler's modes by name, as aten's and aclnn's integers (read by its functions, the PyTorch adapters and
+# the Ascend rules).
+GRID_INTERPOLATION = {"bilinear": 0, "nearest": 1, "bicubic": 2}
+GRID_PADDING = {"zeros": 0, "border": 1, "reflection": 2}
+
 _SHORT = reprlib.Repr()
 _SHORT.maxlist = _SHORT.maxtuple = 8
 _SHORT.maxstring = _SHORT.maxother = 60

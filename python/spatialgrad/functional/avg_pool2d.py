@@ -6,6 +6,7 @@ from typing import Optional
 import numpy as np
 
 from .. import _core
+from .._registry import Call, declare
 from . import _strict
 from ._args import IntOrPair, int_list
 
@@ -101,3 +102,22 @@ def avg_pool2d_backward(
         bool(count_include_pad),
         _divisor(divisor_override, op),
     )
+
+
+# ---- the operator's entry in the table of operators (spatialgrad._registry) ----------------------------------
+
+# Both functions are linear in their first array, so each one's vjp is the other (any order).
+
+def _forward_vjp(g, arrays, o, needs) -> Call:
+    return Call("avg_pool2d_backward", dict(grad_output=g[0], input=arrays["input"]), dict(o), (0,))
+
+
+def _backward_vjp(g, arrays, o, needs) -> Call:
+    return Call("avg_pool2d", dict(input=g[0]), dict(o), (0, None))
+
+
+OPERATOR = declare(
+    (avg_pool2d, ("input",), (True,), 1, _forward_vjp),
+    # input only lends its shape and dtype to avg_pool2d_backward.
+    (avg_pool2d_backward, ("grad_output", "input"), (True, False), 1, _backward_vjp),
+    patched=True)

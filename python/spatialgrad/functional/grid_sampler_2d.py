@@ -7,15 +7,15 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .. import _core
+from .._registry import Call, declare
 from . import _strict
+from ._args import GRID_INTERPOLATION as _INTERPOLATION
+from ._args import GRID_PADDING as _PADDING
 from ._args import short_repr
 
 __all__ = ["grid_sample", "grid_sampler_2d_backward", "grid_sampler_2d_double_backward"]
 
 Mode = Union[str, int]
-
-_INTERPOLATION = {"bilinear": 0, "nearest": 1, "bicubic": 2}
-_PADDING = {"zeros": 0, "border": 1, "reflection": 2}
 
 
 def _mode_number(value: Mode, names: dict, arg: str, op: str) -> int:
@@ -173,3 +173,33 @@ def grid_sampler_2d_double_backward(
         bool(align_corners),
         _output_mask(output_mask, op, entries=3),
     )
+
+
+# ---- the operator's entry in the table of operators (spatialgrad._registry) ----------------------------------
+
+# The forward's vjp is the backward; the backward's is the second-order kernel, which has none.
+
+def _forward_vjp(g, arrays, o, needs) -> Call:
+    return Call("grid_sampler_2d_backward", dict(grad_output=g[0], input=arrays["input"], grid=arrays["grid"]),
+                dict(mode=o["mode"], padding_mode=o["padding_mode"], align_corners=o["align_corners"],
+                     output_mask=(bool(needs[0]), bool(needs[1]))), (0, 1))
+
+
+def _backward_vjp(g, arrays, o, needs) -> Call:
+    mask = tuple(o["output_mask"])
+    # A gradient the backward did not compute has no cotangent.
+    u = g[0] if mask[0] else None
+    v = g[1] if mask[1] else None
+    return Call("grid_sampler_2d_double_backward",
+                dict(grad_grad_input=u, grad_grad_grid=v, grad_output=arrays["grad_output"], input=arrays["input"],
+                     grid=arrays["grid"]),
+                dict(mode=o["mode"], padding_mode=o["padding_mode"], align_corners=o["align_corners"],
+                     output_mask=tuple(bool(n) for n in needs)), (0, 1, 2))
+
+
+OPERATOR = declare(
+    (grid_sample, ("input", "grid"), (True, True), 1, _forward_vjp),
+    (grid_sampler_2d_backward, ("grad_output", "input", "grid"), (True, True, True), 2, _backward_vjp),
+    (grid_sampler_2d_double_backward, ("grad_grad_input", "grad_grad_grid", "grad_output", "input", "grid"),
+     (True,) * 5, 3, None),
+    patched=True)

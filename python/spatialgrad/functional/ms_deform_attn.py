@@ -6,6 +6,7 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .. import _core
+from .._registry import Call, declare
 from . import _strict
 
 __all__ = ["ms_deform_attn", "ms_deform_attn_backward", "ms_deform_attn_double_backward"]
@@ -128,3 +129,33 @@ def ms_deform_attn_double_backward(
         value, _index_array(spatial_shapes), _index_array(level_start_index), sampling_locations,
         attention_weights, grad_output, grad_grad_value, grad_grad_sampling_locations, grad_grad_attention_weights
     )
+
+
+# ---- the operator's entry in the table of operators (spatialgrad._registry) ----------------------------------
+
+# The forward's vjp is the backward; the backward's is the second-order kernel, which has none. The integer
+# tables (spatial_shapes, level_start_index) get no gradient.
+
+_INPUTS = ("value", "spatial_shapes", "level_start_index", "sampling_locations", "attention_weights")
+
+
+def _forward_vjp(g, arrays, o, needs) -> Call:
+    return Call("ms_deform_attn_backward", dict({k: arrays[k] for k in _INPUTS}, grad_output=g[0]), {},
+                (0, None, None, 1, 2))
+
+
+def _backward_vjp(g, arrays, o, needs) -> Call:
+    return Call("ms_deform_attn_double_backward",
+                dict({k: arrays[k] for k in _INPUTS + ("grad_output",)}, grad_grad_value=g[0],
+                     grad_grad_sampling_locations=g[1], grad_grad_attention_weights=g[2]), {},
+                (0, None, None, 1, 2, 3))
+
+
+OPERATOR = declare(
+    (ms_deform_attn, _INPUTS, (True, False, False, True, True), 1, _forward_vjp),
+    (ms_deform_attn_backward, _INPUTS + ("grad_output",), (True, False, False, True, True, True), 3,
+     _backward_vjp),
+    (ms_deform_attn_double_backward,
+     _INPUTS + ("grad_output", "grad_grad_value", "grad_grad_sampling_locations", "grad_grad_attention_weights"),
+     (True, False, False, True, True, True, True, True, True), 4, None),
+    patched=False)

@@ -7,6 +7,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import _core
+from .._registry import Call, declare, pair, shape
 from . import _strict
 from ._args import IntOrPair, int_list, short_repr
 
@@ -122,3 +123,28 @@ def roi_align_backward(
         _sampling_ratio(sampling_ratio, op),
         bool(aligned),
     )
+
+
+# ---- the operator's entry in the table of operators (spatialgrad._registry) ----------------------------------
+
+# Both functions are linear in their first array, so each one's vjp is the other (any order); boxes get no
+# gradient.
+
+def _forward_vjp(g, arrays, o, needs) -> Call:
+    ph, pw = pair(o["output_size"])
+    return Call("roi_align_backward", dict(grad_output=g[0], boxes=arrays["boxes"]),
+                dict(input_shape=shape(arrays["input"]), pooled_height=ph, pooled_width=pw,
+                     spatial_scale=o["spatial_scale"], sampling_ratio=o["sampling_ratio"], aligned=o["aligned"]),
+                (0, None))
+
+
+def _backward_vjp(g, arrays, o, needs) -> Call:
+    return Call("roi_align", dict(input=g[0], boxes=arrays["boxes"]),
+                dict(output_size=(o["pooled_height"], o["pooled_width"]), spatial_scale=o["spatial_scale"],
+                     sampling_ratio=o["sampling_ratio"], aligned=o["aligned"]), (0, None))
+
+
+OPERATOR = declare(
+    (roi_align, ("input", "boxes"), (True, False), 1, _forward_vjp),
+    (roi_align_backward, ("grad_output", "boxes"), (True, False), 1, _backward_vjp),
+    patched=True)

@@ -7,6 +7,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 
 from .. import _core
+from .._registry import Call, declare, pair, shape
 from . import _strict
 from ._args import IntOrPair, int_list, short_repr
 
@@ -153,3 +154,30 @@ def upsample_bilinear2d_backward(
         _scale(scales_w, "scales_w", op),
         _layout(layout, op),
     )
+
+
+# ---- the operator's entry in the table of operators (spatialgrad._registry) ----------------------------------
+
+# Both functions are linear, so each one's vjp is the other (any order).
+
+def _forward_vjp(g, arrays, o, needs) -> Call:
+    nhwc = str(o["layout"]).upper() == "NHWC"
+    out_hw = shape(g[0])[1:3] if nhwc else shape(g[0])[2:4]
+    scales = (0.0, 0.0) if o["scale_factor"] is None else tuple(float(s) for s in pair(o["scale_factor"]))
+    return Call("upsample_bilinear2d_backward", dict(grad_output=g[0]),
+                dict(output_size=out_hw, input_size=shape(arrays["input"]), align_corners=o["align_corners"],
+                     scales_h=scales[0], scales_w=scales[1], layout=o["layout"]), (0,))
+
+
+def _backward_vjp(g, arrays, o, needs) -> Call:
+    scales = (o["scales_h"] or 0.0, o["scales_w"] or 0.0)
+    return Call("upsample_bilinear2d", dict(input=g[0]),
+                dict(output_size=tuple(pair(o["output_size"])),
+                     scale_factor=scales if max(scales) > 0 else None,
+                     align_corners=o["align_corners"], layout=o["layout"]), (0,))
+
+
+OPERATOR = declare(
+    (upsample_bilinear2d, ("input",), (True,), 1, _forward_vjp),
+    (upsample_bilinear2d_backward, ("grad_output",), (True,), 1, _backward_vjp),
+    patched=True)

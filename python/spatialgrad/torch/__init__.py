@@ -38,6 +38,7 @@ from .. import _core, _registry
 from .._registry import OPS, OpSpec, as_tuple, gather_grads, pullback_call
 from ..bfloat16 import bfloat16_bits, is_bfloat16
 from ..functional import _strict
+from ..functional._args import GRID_INTERPOLATION, GRID_PADDING
 
 # One adapter per operator of the table, named after its forward.
 __all__ = [*(operator.name for operator in _registry.OPERATORS), "ms_deform_attn_reference", "patch", "OPERATORS",
@@ -189,8 +190,8 @@ _native_roi_align = _native_operator("roi_align")
 _native_grid_sampler_2d = _native_operator("grid_sampler_2d")
 _native_ms_deform_attn = _native_operator("ms_deform_attn")
 _native_upsample_bilinear2d = _native_operator("upsample_bilinear2d")
-_INTERPOLATION = {"bilinear": 0, "nearest": 1, "bicubic": 2}  # aten's integers
-_PADDING = {"zeros": 0, "border": 1, "reflection": 2}
+_INTERPOLATION = GRID_INTERPOLATION  # aten's integers
+_PADDING = GRID_PADDING
 
 
 def _try_native(operator, *args) -> Optional[Tensor]:
