@@ -82,6 +82,24 @@ void save_modes(AutogradContext* ctx, int64_t interpolation_mode, int64_t paddin
   save_options(ctx, {interpolation_mode, padding_mode, align_corners});
 }
 
+// A plain call's node (RecordedNode): the modes, and the gradients through the backward operator.
+struct GridSampler2dCall {
+  static constexpr const char* kName = "spatialgrad::GridSampler2d";
+  int64_t interpolation_mode, padding_mode;
+  bool align_corners;
+
+  variable_list backward(const at::Tensor& grad, const variable_list& saved, const std::vector<bool>& wanted) const {
+    if (!wanted[0] && !wanted[1]) return {{}, {}};
+    const std::array<bool, 2> mask{wanted[0], wanted[1]};
+    // Without create_graph, plain tensors go straight to the CPU kernel (what the dispatcher would reach).
+    const Pair g = computes_directly(grad, saved[0], saved[1])
+                       ? backward_cpu(grad, saved[0], saved[1], interpolation_mode, padding_mode, align_corners, mask)
+                       : SG_OPERATOR("grid_sampler_2d_backward", BackwardSig)
+                             .call(grad, saved[0], saved[1], interpolation_mode, padding_mode, align_corners, mask);
+    return {std::get<0>(g), std::get<1>(g)};
+  }
+};
+
 struct GridSampler2d : torch::autograd::Function<GridSampler2d> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& grid,
                             int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
@@ -162,6 +180,10 @@ TORCH_LIBRARY_IMPL(spatialgrad, CPU, m) {
 TORCH_LIBRARY_IMPL(spatialgrad, AutogradCPU, m) {
   m.impl("grid_sampler_2d", [](const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode,
                                int64_t padding_mode, bool align_corners) {
+    if (records_plainly(input, grid)) {
+      return record_call(GridSampler2dCall{interpolation_mode, padding_mode, align_corners},
+                         forward_cpu(input, grid, interpolation_mode, padding_mode, align_corners), {input, grid});
+    }
     return apply_or_compute<GridSampler2d>(forward_cpu, input, grid, interpolation_mode, padding_mode, align_corners);
   });
   m.impl("grid_sampler_2d_backward",
