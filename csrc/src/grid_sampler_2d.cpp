@@ -513,6 +513,33 @@ RowBins<AccType<T>> make_bins(const Context<T>& ctx, int64_t n, int32_t rows, bo
   return bins;
 }
 
+// A task's table (not zero-filled: build() writes what is read): the one its thread kept from an earlier
+// task when there is one, else a new one, kept by the thread when the task ends (one per table type and
+// thread: 8-61 KiB each, at most 170 KiB for all six). A new table per task cost a small call its malloc and
+// a consolidation of the allocator's free lists: (1,2,8,8) bilinear, 2 threads, core call, forward 0.84 ->
+// 0.68 us, backward 1.20 -> 1.06 us.
+template <class Table>
+class TableLease {
+ public:
+  TableLease() : table_(kept().release()) {
+    if (!table_) table_.reset(new Table);
+  }
+  ~TableLease() {
+    if (!kept()) kept() = std::move(table_);
+  }
+  TableLease(const TableLease&) = delete;
+  TableLease& operator=(const TableLease&) = delete;
+  Table& operator*() const { return *table_; }
+  Table* operator->() const { return table_.get(); }
+
+ private:
+  static std::unique_ptr<Table>& kept() {
+    thread_local std::unique_ptr<Table> table;
+    return table;
+  }
+  std::unique_ptr<Table> table_;
+};
+
 // Forward: tasks are (batch, block); a task builds the table of its points and sweeps it over every
 // channel. (Bins of rows, as in the backward, did not pay in the forward: on a random 1024^2 grid over
 // (2,3,1024,1024), 2 threads, 49 ms binned against 30 ms in block order, PyTorch 46 ms; the gathers hit
@@ -522,7 +549,7 @@ void forward_planes(const Context<T>& ctx, const View4<T>& out) {
   const PlaneGeometry g = plane_geometry(ctx);
   const int64_t work = kBlock * (ctx.C * Table::kCost + 10);
   parallel_for(0, ctx.N * ctx.blocks, grain_for(work), [&](int64_t lo, int64_t hi) {
-    const std::unique_ptr<Table> table(new Table);  // not zero-filled: build() writes what is read
+    const TableLease<Table> table;
     int64_t offsets[kBlock];
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t n = task / ctx.blocks;
@@ -555,7 +582,7 @@ struct PlaneBackward {
   // lanes are summed in lane order at the end), so that both strategies give the same bits.
   static constexpr int64_t kLanes = kTileLanes<Acc>;
   struct Scratch {
-    std::unique_ptr<Table> table{new Table};  // not zero-filled: build() writes what is read
+    TableLease<Table> table;
     std::vector<Acc> staged;  // the band's input gradient (kStaged)
     int64_t offsets[kBlock];
     bool owned[kBlock];
