@@ -1153,8 +1153,8 @@ void run_kernel(const TensorView& src, const TensorView& dst, const Windows& win
 // ---- direct kernels: small calls ------------------------------------------------------------------------
 //
 // On a small call the families above cost more to set up than to run: a dozen window tables and scratch
-// rows allocated, the width passes built, a task queue ((1,2,8,8) k2: 0.83 us forward, 0.93 us backward,
-// of which the sums take a few dozen ns). The direct kernels keep the windows of both axes in arrays on
+// rows allocated, the width passes built, a task queue ((1,2,8,8) k2: 0.83 us forward, 0.93 us backward, for
+// 32 outputs and 128 input gradients). The direct kernels keep the windows of both axes in arrays on
 // the stack and compute each value straight from the window tables, with the sums of the plane kernels in
 // their order: forward, each window's column sums (its rows, from +0, top to bottom) added left to right
 // from +0, then divided; backward, each input element sums, from +0 and in increasing oh, the sums (in
@@ -1296,7 +1296,7 @@ void run_direct(const TensorView& src, const TensorView& dst, const Resolved& r,
                 bool forward) {
   const TensorView& in = forward ? src : dst;
   const TensorView& out = forward ? dst : src;
-  SmallPoolAxis h, w;  // filled in place: a returned copy cost a fifth of a (1,2,8,8) backward
+  SmallPoolAxis h, w;  // 1.3 KB each: filled in place, not returned
   detail::fill_pool_axis(h, in.size(-2), out.size(-2), r.kh, r.sh, r.ph);
   detail::fill_pool_axis(w, in.size(-1), out.size(-1), r.kw, r.sw, r.pw);
   if (forward) return forward_direct<T>(src, dst, h, w, params);

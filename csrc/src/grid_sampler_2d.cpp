@@ -781,12 +781,21 @@ void dispatch_tables(GridSamplerInterpolation interpolation, Fn&& fn) {
 // packed plane is swept by at least as many points as it has pixels (runs, above); they are refused when
 // their scratch would pass the call's bound, max(64 MiB, 25% of inputs + outputs) (docs/operators.md).
 // The plane strategy gathers in place: its cost and scratch follow the points, whatever the plane.
-// Tiles need at least half their lanes filled: 2 or 3 float channels fill 2-3 lanes of 8, and the planes won
-// ((1,2,8,8) backward 1.2 vs 3.2 us, forward 0.84 vs 1.1 us; (1,2,16,16) 3.7 vs 7.8 / 1.6 vs 2.6 us; (16,3,32,32)
-// 0.15 vs 0.19 / 0.06 vs 0.14 ms; (4,3,64,64) 0.17 vs 0.76 / 0.07 vs 0.13 ms; 2 threads, bilinear), while at 4
-// channels each won a direction ((1,4,8,8) backward 2.7 vs 3.5 us, forward 1.7 vs 1.2 us).
-template <class Acc>
-constexpr int64_t kTileMinChannels = std::max<int64_t>(2, kTileLanes<Acc> / 2);
+// The fewest channels that take the tiles: one fills one lane of 8, and the planes won (measured). Bilinear
+// tiles, and nearest ones forward, need half their lanes filled: with 2-3 float channels the planes won
+// (2 threads, core call, planes vs tiles: bilinear (1,2,8,8) backward 1.2 vs 3.2 us, forward 0.84 vs 1.1 us;
+// (1,2,16,16) 3.7 vs 7.8 / 1.6 vs 2.6 us; (16,3,32,32) 0.15 vs 0.19 / 0.06 vs 0.14 ms; (4,3,64,64) 0.17 vs
+// 0.76 / 0.07 vs 0.13 ms; nearest forward (1,2,8,8) 0.22 vs 0.94 us, (16,3,32,32) 18 vs 52 us), while at 4
+// channels each won one direction. Bicubic's 16 taps per point and the nearest backward still pay on 2-3
+// channels ((16,3,32,32): bicubic 0.61 vs 0.37 ms forward, 1.18 vs 0.69 ms backward; nearest backward 64 vs
+// 53 us).
+template <class Acc, class Table>
+int64_t tile_min_channels(bool backward) {
+  constexpr int64_t kHalfTile = std::max<int64_t>(2, kTileLanes<Acc> / 2);
+  if constexpr (std::is_same_v<Table, BilinearTable<Acc>>) return kHalfTile;
+  if constexpr (std::is_same_v<Table, NearestTable<Acc>>) return backward ? 2 : kHalfTile;
+  return 2;
+}
 constexpr int64_t kTileMaxPixelsPerPoint = 4;  // tile pixels / points per batch, at most (measured)
 // A tile within kTileCachedBytes stays in L2. In the backward it then pays up to 16 pixels per point (the
 // planes' scatter costs more there): (2,256,128,128) with a 2048 x 1 grid, 8 pixels per point, backward:
@@ -818,7 +827,7 @@ bool use_tiles(const Context<T>& ctx, bool backward, int64_t in_out_bytes) {
   const detail::GridSamplerStrategy forced = forced_strategy.load(std::memory_order_relaxed);
   if (ctx.tile_pixels > INT32_MAX) return false;  // beyond the tiles' int32 pixel numbers
   if (forced != detail::GridSamplerStrategy::kAuto) return forced == detail::GridSamplerStrategy::kTiles;
-  if (ctx.C < kTileMinChannels<AccType<T>>) return false;
+  if (ctx.C < tile_min_channels<AccType<T>, Table>(backward)) return false;
   const int64_t tile_bytes = ctx.tile_pixels * kTileBytes;
   const bool cached = tile_bytes <= kTileCachedBytes;
   const int64_t pixels_per_point = backward && cached ? kTileMaxPixelsPerPointCached : kTileMaxPixelsPerPoint;

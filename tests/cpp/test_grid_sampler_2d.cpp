@@ -580,9 +580,10 @@ TEST(GridSampler2d, ThreadCountDoesNotChangeBits) {
       }
 }
 
-// Small calls with 2 or 3 float channels take the planes (kTileMinChannels); their bits are the tiles', for
-// every mode, padding and alignment, at the shapes of the choice's crossover (4 channels take the tiles).
-TEST(GridSampler2d, FewChannelsTakeThePlanesWithTheTilesBits) {
+// Bilinear calls with 2 or 3 float channels take the planes (tile_min_channels; nearest ones forward); their
+// bits are the tiles', for every mode, padding and alignment, at the shapes of the choice's crossover (4
+// channels take the tiles).
+TEST(GridSampler2d, FewChannelsGiveTheSameBitsOnEitherStrategy) {
   for (auto [N, C, H, W] : std::vector<std::array<int64_t, 4>>{{1, 2, 8, 8}, {1, 3, 16, 16}, {2, 4, 8, 8}})
     for (int mode : {0, 1, 2})
       for (int padding : {0, 1, 2})
