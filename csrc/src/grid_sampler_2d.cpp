@@ -786,9 +786,9 @@ void dispatch_tables(GridSamplerInterpolation interpolation, Fn&& fn) {
 // (2 threads, core call, planes vs tiles: bilinear (1,2,8,8) backward 1.2 vs 3.2 us, forward 0.84 vs 1.1 us;
 // (1,2,16,16) 3.7 vs 7.8 / 1.6 vs 2.6 us; (16,3,32,32) 0.15 vs 0.19 / 0.06 vs 0.14 ms; (4,3,64,64) 0.17 vs
 // 0.76 / 0.07 vs 0.13 ms; nearest forward (1,2,8,8) 0.22 vs 0.94 us, (16,3,32,32) 18 vs 52 us), while at 4
-// channels each won one direction. Bicubic's 16 taps per point and the nearest backward still pay on 2-3
-// channels ((16,3,32,32): bicubic 0.61 vs 0.37 ms forward, 1.18 vs 0.69 ms backward; nearest backward 64 vs
-// 53 us).
+// channels each won one direction. Bicubic's 16 taps per point still pay on 2-3 channels ((16,3,32,32):
+// 0.61 vs 0.37 ms forward, 1.18 vs 0.69 ms backward); the nearest backward is left as it was (64 vs 53 us in
+// one run, 45 vs 53 us in another).
 template <class Acc, class Table>
 int64_t tile_min_channels(bool backward) {
   constexpr int64_t kHalfTile = std::max<int64_t>(2, kTileLanes<Acc> / 2);

@@ -105,8 +105,9 @@ at::Tensor apply_or_compute(const Kernel& kernel, const Args&... args) {
 // VariableInfo of every input, the general _wrap_outputs, and a second trip through the dispatcher. For plain
 // tensors (records_plainly) an autograd kernel computes with its CPU kernel and records a RecordedNode, as the
 // generated code does: the inputs' SavedVariables and a `Call` that holds the options and computes the
-// gradients through the dispatcher (so that with create_graph the backward's own autograd kernel records it,
-// through Function as before). Functorch's wrappers, subclasses and dual tensors keep Function::apply.
+// gradients, with the CPU backward kernel for plain tensors without create_graph, else through the dispatcher
+// (with create_graph the backward's own autograd kernel records it, through Function as before). Functorch's
+// wrappers, subclasses and dual tensors keep Function::apply.
 //
 // Call: a copyable struct with `static constexpr const char* kName` and
 //   variable_list backward(const at::Tensor& grad, const variable_list& saved, const std::vector<bool>& wanted)
