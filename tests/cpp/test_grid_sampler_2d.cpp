@@ -584,10 +584,11 @@ TEST(GridSampler2d, ThreadCountDoesNotChangeBits) {
 // bits are the tiles', for every mode, padding and alignment, at the shapes of the choice's crossover (4
 // channels take the tiles).
 TEST(GridSampler2d, FewChannelsGiveTheSameBitsOnEitherStrategy) {
-  for (auto [N, C, H, W] : std::vector<std::array<int64_t, 4>>{{1, 2, 8, 8}, {1, 3, 16, 16}, {2, 4, 8, 8}})
+  for (const std::array<int64_t, 4>& shape : std::vector<std::array<int64_t, 4>>{{1, 2, 8, 8}, {1, 3, 16, 16}, {2, 4, 8, 8}})
     for (int mode : {0, 1, 2})
       for (int padding : {0, 1, 2})
         for (bool align : {false, true}) {
+          const int64_t N = shape[0], C = shape[1], H = shape[2], W = shape[3];  // not bindings: clang 14 lambdas
           GridSampler2dParams p;
           p.interpolation_mode = static_cast<GridSamplerInterpolation>(mode);
           p.padding_mode = static_cast<GridSamplerPadding>(padding);
