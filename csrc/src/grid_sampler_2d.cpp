@@ -513,6 +513,33 @@ RowBins<AccType<T>> make_bins(const Context<T>& ctx, int64_t n, int32_t rows, bo
   return bins;
 }
 
+// A task's table (not zero-filled: build() writes what is read): the one its thread kept from an earlier
+// task when there is one, else a new one, kept by the thread when the task ends (one per table type and
+// thread: 8-61 KiB each, at most 170 KiB for all six). A new table per task cost a small call its malloc and
+// a consolidation of the allocator's free lists: (1,2,8,8) bilinear, 2 threads, core call, forward 0.84 ->
+// 0.68 us, backward 1.20 -> 1.06 us.
+template <class Table>
+class TableLease {
+ public:
+  TableLease() : table_(kept().release()) {
+    if (!table_) table_.reset(new Table);
+  }
+  ~TableLease() {
+    if (!kept()) kept() = std::move(table_);
+  }
+  TableLease(const TableLease&) = delete;
+  TableLease& operator=(const TableLease&) = delete;
+  Table& operator*() const { return *table_; }
+  Table* operator->() const { return table_.get(); }
+
+ private:
+  static std::unique_ptr<Table>& kept() {
+    thread_local std::unique_ptr<Table> table;
+    return table;
+  }
+  std::unique_ptr<Table> table_;
+};
+
 // Forward: tasks are (batch, block); a task builds the table of its points and sweeps it over every
 // channel. (Bins of rows, as in the backward, did not pay in the forward: on a random 1024^2 grid over
 // (2,3,1024,1024), 2 threads, 49 ms binned against 30 ms in block order, PyTorch 46 ms; the gathers hit
@@ -522,7 +549,7 @@ void forward_planes(const Context<T>& ctx, const View4<T>& out) {
   const PlaneGeometry g = plane_geometry(ctx);
   const int64_t work = kBlock * (ctx.C * Table::kCost + 10);
   parallel_for(0, ctx.N * ctx.blocks, grain_for(work), [&](int64_t lo, int64_t hi) {
-    const std::unique_ptr<Table> table(new Table);  // not zero-filled: build() writes what is read
+    const TableLease<Table> table;
     int64_t offsets[kBlock];
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t n = task / ctx.blocks;
@@ -555,7 +582,7 @@ struct PlaneBackward {
   // lanes are summed in lane order at the end), so that both strategies give the same bits.
   static constexpr int64_t kLanes = kTileLanes<Acc>;
   struct Scratch {
-    std::unique_ptr<Table> table{new Table};  // not zero-filled: build() writes what is read
+    TableLease<Table> table;
     std::vector<Acc> staged;  // the band's input gradient (kStaged)
     int64_t offsets[kBlock];
     bool owned[kBlock];
@@ -754,7 +781,21 @@ void dispatch_tables(GridSamplerInterpolation interpolation, Fn&& fn) {
 // packed plane is swept by at least as many points as it has pixels (runs, above); they are refused when
 // their scratch would pass the call's bound, max(64 MiB, 25% of inputs + outputs) (docs/operators.md).
 // The plane strategy gathers in place: its cost and scratch follow the points, whatever the plane.
-constexpr int64_t kTileMinChannels = 2;        // one channel fills one lane of 8: planes (measured)
+// The fewest channels that take the tiles: one fills one lane of 8, and the planes won (measured). Bilinear
+// tiles, and nearest ones forward, need half their lanes filled: with 2-3 float channels the planes won
+// (2 threads, core call, planes vs tiles: bilinear (1,2,8,8) backward 1.2 vs 3.2 us, forward 0.84 vs 1.1 us;
+// (1,2,16,16) 3.7 vs 7.8 / 1.6 vs 2.6 us; (16,3,32,32) 0.15 vs 0.19 / 0.06 vs 0.14 ms; (4,3,64,64) 0.17 vs
+// 0.76 / 0.07 vs 0.13 ms; nearest forward (1,2,8,8) 0.22 vs 0.94 us, (16,3,32,32) 18 vs 52 us), while at 4
+// channels each won one direction. Bicubic's 16 taps per point still pay on 2-3 channels ((16,3,32,32):
+// 0.61 vs 0.37 ms forward, 1.18 vs 0.69 ms backward); the nearest backward is left as it was (64 vs 53 us in
+// one run, 45 vs 53 us in another).
+template <class Acc, class Table>
+int64_t tile_min_channels(bool backward) {
+  constexpr int64_t kHalfTile = std::max<int64_t>(2, kTileLanes<Acc> / 2);
+  if constexpr (std::is_same_v<Table, BilinearTable<Acc>>) return kHalfTile;
+  if constexpr (std::is_same_v<Table, NearestTable<Acc>>) return backward ? 2 : kHalfTile;
+  return 2;
+}
 constexpr int64_t kTileMaxPixelsPerPoint = 4;  // tile pixels / points per batch, at most (measured)
 // A tile within kTileCachedBytes stays in L2. In the backward it then pays up to 16 pixels per point (the
 // planes' scatter costs more there): (2,256,128,128) with a 2048 x 1 grid, 8 pixels per point, backward:
@@ -786,7 +827,7 @@ bool use_tiles(const Context<T>& ctx, bool backward, int64_t in_out_bytes) {
   const detail::GridSamplerStrategy forced = forced_strategy.load(std::memory_order_relaxed);
   if (ctx.tile_pixels > INT32_MAX) return false;  // beyond the tiles' int32 pixel numbers
   if (forced != detail::GridSamplerStrategy::kAuto) return forced == detail::GridSamplerStrategy::kTiles;
-  if (ctx.C < kTileMinChannels) return false;
+  if (ctx.C < tile_min_channels<AccType<T>, Table>(backward)) return false;
   const int64_t tile_bytes = ctx.tile_pixels * kTileBytes;
   const bool cached = tile_bytes <= kTileCachedBytes;
   const int64_t pixels_per_point = backward && cached ? kTileMaxPixelsPerPointCached : kTileMaxPixelsPerPoint;

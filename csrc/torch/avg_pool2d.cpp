@@ -73,6 +73,29 @@ at::Tensor call_with_pooling(const c10::TypedOperatorHandle<Sig>& op, AutogradCo
                  option(3).toBool(), option(4).toBool(), option(5).template toOptional<int64_t>());
 }
 
+// A plain call's node (RecordedNode): the pooling options, and the gradient through the backward operator.
+struct AvgPool2dCall {
+  static constexpr const char* kName = "spatialgrad::AvgPool2d";
+  std::vector<int64_t> kernel_size, stride, padding;
+  bool ceil_mode, count_include_pad;
+  Divisor divisor_override;
+
+  static AvgPool2dCall of(const at::Tensor& /*input*/, at::IntArrayRef kernel_size, at::IntArrayRef stride,
+                          at::IntArrayRef padding, bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
+    return {kernel_size.vec(), stride.vec(), padding.vec(), ceil_mode, count_include_pad, divisor_override};
+  }
+
+  variable_list backward(const at::Tensor& grad, const variable_list& saved, const std::vector<bool>& wanted) const {
+    if (!wanted[0]) return {at::Tensor()};
+    // Without create_graph, plain tensors go straight to the CPU kernel (what the dispatcher would reach).
+    if (computes_directly(grad, saved[0])) {
+      return {backward_cpu(grad, saved[0], kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)};
+    }
+    return {SG_OPERATOR("avg_pool2d_backward", BackwardSig)
+                .call(grad, saved[0], kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)};
+  }
+};
+
 struct AvgPool2d : torch::autograd::Function<AvgPool2d> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, at::IntArrayRef kernel_size,
                             at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
@@ -108,7 +131,7 @@ struct AvgPool2dBackward : torch::autograd::Function<AvgPool2dBackward> {
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
-  define_operator(m, Vmap::kFoldIntoBatch, kernel<AvgPool2d, &forward_cpu>(kForwardSchema),
+  define_operator(m, Vmap::kFoldIntoBatch, recorded_kernel<AvgPool2d, AvgPool2dCall, &forward_cpu>(kForwardSchema),
                   kernel<AvgPool2dBackward, &backward_cpu>(kBackwardSchema));
 }
 

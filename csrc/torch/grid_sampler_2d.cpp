@@ -101,6 +101,29 @@ void save_modes(AutogradContext* ctx, int64_t interpolation_mode, int64_t paddin
   save_options(ctx, {interpolation_mode, padding_mode, align_corners});
 }
 
+// A plain call's node (RecordedNode): the modes, and the gradients through the backward operator.
+struct GridSampler2dCall {
+  static constexpr const char* kName = "spatialgrad::GridSampler2d";
+  int64_t interpolation_mode, padding_mode;
+  bool align_corners;
+
+  static GridSampler2dCall of(const at::Tensor& /*input*/, const at::Tensor& /*grid*/, int64_t interpolation_mode,
+                              int64_t padding_mode, bool align_corners) {
+    return {interpolation_mode, padding_mode, align_corners};
+  }
+
+  variable_list backward(const at::Tensor& grad, const variable_list& saved, const std::vector<bool>& wanted) const {
+    if (!wanted[0] && !wanted[1]) return {{}, {}};
+    const std::array<bool, 2> mask{wanted[0], wanted[1]};
+    // Without create_graph, plain tensors go straight to the CPU kernel (what the dispatcher would reach).
+    const Pair g = computes_directly(grad, saved[0], saved[1])
+                       ? backward_cpu(grad, saved[0], saved[1], interpolation_mode, padding_mode, align_corners, mask)
+                       : SG_OPERATOR("grid_sampler_2d_backward", BackwardSig)
+                             .call(grad, saved[0], saved[1], interpolation_mode, padding_mode, align_corners, mask);
+    return {std::get<0>(g), std::get<1>(g)};
+  }
+};
+
 struct GridSampler2d : torch::autograd::Function<GridSampler2d> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& grid,
                             int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
@@ -156,7 +179,8 @@ constexpr char kOperatorName[] = "grid_sample";
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
-  define_operator(m, Vmap::kFoldIntoBatch, kernel<GridSampler2d, &forward_cpu>(kForwardSchema),
+  define_operator(m, Vmap::kFoldIntoBatch,
+                  recorded_kernel<GridSampler2d, GridSampler2dCall, &forward_cpu>(kForwardSchema),
                   kernel<GridSampler2dBackward, &backward_cpu>(kBackwardSchema),
                   second_order_kernel<&double_backward_cpu, kDoubleBackwardSchema, kOperatorName>());
 }

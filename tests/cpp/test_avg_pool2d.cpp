@@ -469,7 +469,15 @@ std::vector<StrategyCase> strategy_cases() {
           {{2, 3, 1, 1}, pool_params(1, 1, 0)},
           {{2, 17, 6, 45}, pool_params(3, 1, 1, false, false)},
           {{9, 7, 7}, pool_params(3, 2, 1)},
-          {{70, 3, 4}, pool_params(2, 2, 1, true)}};
+          {{70, 3, 4}, pool_params(2, 2, 1, true)},
+          // The direct kernels' crossover (kDirectMaxWork): the per-call tiny shape, one just past it (the
+          // backward), padding excluded, ceil_mode with a divisor, and axes of the tables' full length.
+          {{1, 2, 8, 8}, pool_params(2, 2, 0)},
+          {{1, 8, 8, 8}, pool_params(2, 2, 0)},
+          {{1, 2, 8, 8}, pool_params(3, 1, 1, false, false)},
+          {{1, 3, 9, 7}, pool_params(3, 2, 1, true, false)},
+          {{2, 2, 7, 9}, pool_params(2, 3, 1, true, true, 3)},
+          {{1, 1, 32, 32}, pool_params(2, 1, 1, true)}};
 }
 
 // Every family, on every layout of input and output, gives the bits of the plane kernels on contiguous
@@ -479,8 +487,8 @@ void expect_strategies_give_the_same_bits() {
   for (const StrategyCase& c : strategy_cases()) {
     const auto reference =
         pool_with<T>(PoolStrategy::kPlanes, c.sizes, c.params, Strides::kContiguous, Strides::kContiguous);
-    for (PoolStrategy strategy :
-         {PoolStrategy::kPlanes, PoolStrategy::kPlaneTiles, PoolStrategy::kChannelsLast, PoolStrategy::kAuto}) {
+    for (PoolStrategy strategy : {PoolStrategy::kPlanes, PoolStrategy::kPlaneTiles, PoolStrategy::kChannelsLast,
+                                  PoolStrategy::kDirect, PoolStrategy::kAuto}) {
       for (Strides in_layout : kLayouts) {
         for (Strides out_layout : {Strides::kContiguous, in_layout}) {
           const auto result = pool_with<T>(strategy, c.sizes, c.params, in_layout, out_layout);

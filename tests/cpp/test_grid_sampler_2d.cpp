@@ -580,6 +580,40 @@ TEST(GridSampler2d, ThreadCountDoesNotChangeBits) {
       }
 }
 
+// Bilinear calls with 2 or 3 float channels take the planes (tile_min_channels; nearest ones forward); their
+// bits are the tiles', for every mode, padding and alignment, at the shapes of the choice's crossover (4
+// channels take the tiles).
+TEST(GridSampler2d, FewChannelsGiveTheSameBitsOnEitherStrategy) {
+  for (const std::array<int64_t, 4>& shape : std::vector<std::array<int64_t, 4>>{{1, 2, 8, 8}, {1, 3, 16, 16}, {2, 4, 8, 8}})
+    for (int mode : {0, 1, 2})
+      for (int padding : {0, 1, 2})
+        for (bool align : {false, true}) {
+          const int64_t N = shape[0], C = shape[1], H = shape[2], W = shape[3];  // not bindings: clang 14 lambdas
+          GridSampler2dParams p;
+          p.interpolation_mode = static_cast<GridSamplerInterpolation>(mode);
+          p.padding_mode = static_cast<GridSamplerPadding>(padding);
+          p.align_corners = align;
+          auto x = random_tensor<float>({N, C, H, W}, 81);
+          auto grid = random_tensor<float>({N, H, W, 2}, 82, -1.3, 1.3);
+          auto g = random_tensor<float>({N, C, H, W}, 83);
+          auto run = [&](detail::GridSamplerStrategy strategy) {
+            const detail::ForcedGridSamplerStrategy forced(strategy);
+            OwnedTensor<float> y({N, C, H, W}), gi(x.view.sizes()), gg(grid.view.sizes());
+            grid_sampler_2d(x.view, grid.view, y.view, p);
+            grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
+            return testing::concatenated({&y, &gi, &gg});
+          };
+          SCOPED_TRACE("C " + std::to_string(C) + " mode " + std::to_string(mode) + " padding " +
+                       std::to_string(padding) + " align " + std::to_string(align));
+          const std::vector<float> automatic = run(detail::GridSamplerStrategy::kAuto);
+          for (auto strategy : {detail::GridSamplerStrategy::kTiles, detail::GridSamplerStrategy::kPlanes}) {
+            const std::vector<float> forced = run(strategy);
+            ASSERT_EQ(forced.size(), automatic.size());
+            EXPECT_EQ(0, std::memcmp(forced.data(), automatic.data(), automatic.size() * sizeof(float)));
+          }
+        }
+}
+
 // The plane strategy (gathers in place, bands of rows) against the naive loops, for few and many
 // channels, one-pixel rows and columns, a grid reaching beyond a reflection, both alignments; N = 1 so
 // that the backward splits the rows into bands.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "detail/checks.h"
@@ -10,28 +11,30 @@
 
 namespace spatialgrad::detail {
 
-struct PoolAxis {
+// The windows of one axis: window o covers input indices [start[o], end[o]) (clipped to the input); pool[o]
+// is its length clipped only at the padded edge (the count_include_pad divisor factor); the windows that
+// cover input index i are exactly [first[i], last[i]). Table is std::vector<int64_t> (PoolAxis) or a fixed
+// array for the small calls' direct kernels (SmallPoolAxis in avg_pool2d.cpp), filled by fill_pool_axis.
+template <class Table>
+struct PoolAxisOf {
   int64_t in = 0;   // input length
   int64_t out = 0;  // number of windows
-  // Window o covers input indices [start[o], end[o]) (clipped to the input); pool[o] is its length
-  // clipped only at the padded edge (the count_include_pad divisor factor).
-  std::vector<int64_t> start, end, pool;
-  // Backward: the windows that cover input index i are exactly [first[i], last[i]).
-  std::vector<int64_t> first, last;
+  Table start, end, pool;
+  Table first, last;  // backward
   int64_t max_cover = 0;   // max over i of last[i] - first[i]
   int64_t max_window = 0;  // max over o of end[o] - start[o]
 };
 
+using PoolAxis = PoolAxisOf<std::vector<int64_t>>;
+
 // Window o covers [o*s - pad, o*s - pad + k) of the padded axis (in + 2*pad long). The arithmetic is in
 // 128 bits: with kernel sizes and strides near 2^63 the int64 sums overflow, and the clipped results
-// (what the tables keep) always fit.
-inline PoolAxis make_pool_axis(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t pad) {
-  PoolAxis axis;
+// (what the tables keep) always fit. The tables hold at least `out` (start, end, pool) and `in` (first,
+// last) entries.
+template <class Table>
+void fill_pool_axis(PoolAxisOf<Table>& axis, int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t pad) {
   axis.in = in;
   axis.out = out;
-  axis.start.resize(out);
-  axis.end.resize(out);
-  axis.pool.resize(out);
   for (int64_t o = 0; o < out; ++o) {
     const Int128 lo = static_cast<Int128>(o) * stride - pad;
     const Int128 hi = std::min<Int128>(lo + kernel, static_cast<Int128>(in) + pad);
@@ -42,8 +45,6 @@ inline PoolAxis make_pool_axis(int64_t in, int64_t out, int64_t kernel, int64_t 
   }
   // Window starts and ends are non-decreasing in o, so the covering windows of i form a range
   // that two sweeping pointers find.
-  axis.first.resize(in);
-  axis.last.resize(in);
   int64_t first = 0, last = 0;
   for (int64_t i = 0; i < in; ++i) {
     while (first < out && axis.end[first] <= i) ++first;
@@ -52,6 +53,13 @@ inline PoolAxis make_pool_axis(int64_t in, int64_t out, int64_t kernel, int64_t 
     axis.last[i] = std::max(first, last);
     axis.max_cover = std::max(axis.max_cover, axis.last[i] - first);
   }
+}
+
+inline PoolAxis make_pool_axis(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t pad) {
+  PoolAxis axis;
+  for (auto* table : {&axis.start, &axis.end, &axis.pool}) table->resize(static_cast<size_t>(out));
+  for (auto* table : {&axis.first, &axis.last}) table->resize(static_cast<size_t>(in));
+  fill_pool_axis(axis, in, out, kernel, stride, pad);
   return axis;
 }
 
