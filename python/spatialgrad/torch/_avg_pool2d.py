@@ -45,12 +45,12 @@ def avg_pool2d(input: Tensor, kernel_size: BroadcastingList2[int], stride: Optio
                                        divisor_override)
     if package.native and _strict.chip is None:
         out = try_native(_native_avg_pool2d, input, ints(kernel_size), ints(stride), ints(padding), ceil_mode,
-                          count_include_pad, divisor_override)
+                         count_include_pad, divisor_override)
         if out is not None:
             return out
     return apply("avg_pool2d", [input], dict(kernel_size=kernel_size, stride=stride, padding=padding,
-                                               ceil_mode=ceil_mode, count_include_pad=count_include_pad,
-                                               divisor_override=divisor_override))
+                                              ceil_mode=ceil_mode, count_include_pad=count_include_pad,
+                                              divisor_override=divisor_override))
 
 
 def _avg_pool2d_native_script(input: Tensor, kernel_size: List[int], stride: Optional[List[int]],
@@ -63,13 +63,13 @@ def _avg_pool2d_native_script(input: Tensor, kernel_size: List[int], stride: Opt
 
 def _replacement(original):
     """patch()'s replacement of F.avg_pool2d, over `original`, the function it replaces."""
-    def routed(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
+    def routed_avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                          divisor_override=None):
         args = (input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
         if not (covered(input) and input.dim() in (3, 4)):
             return original(*args)
         return ours_or_original(avg_pool2d, original, *args)
-    return named_like(routed, original)
+    return named_like(routed_avg_pool2d, original)
 
 
 # This operator's entry of spatialgrad.torch's list (see its __init__.py).

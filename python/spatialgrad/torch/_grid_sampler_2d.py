@@ -8,13 +8,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..functional import _strict
-from ..functional._args import GRID_INTERPOLATION, GRID_PADDING
+from ..functional._args import GRID_INTERPOLATION, GRID_PADDING  # aten's integers of the modes
 from ._common import apply, native_operator, package, public, script_branch, try_native
 from ._patch import Routes, covered, each, named_like, ours_or_original
 
 _native_grid_sampler_2d = native_operator("grid_sampler_2d")
-_INTERPOLATION = GRID_INTERPOLATION  # aten's integers
-_PADDING = GRID_PADDING
 
 
 def _mode_number(name, numbers: dict) -> Optional[int]:
@@ -52,12 +50,12 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
                       "pass it explicitly to silence this")
     if package.native and _strict.chip is None:
         # A mode that is not a name passes None, which the entry rejects: the Python path explains it.
-        out = try_native(_native_grid_sampler_2d, input, grid, _mode_number(mode, _INTERPOLATION),
-                          _mode_number(padding_mode, _PADDING), bool(align_corners))
+        out = try_native(_native_grid_sampler_2d, input, grid, _mode_number(mode, GRID_INTERPOLATION),
+                         _mode_number(padding_mode, GRID_PADDING), bool(align_corners))
         if out is not None:
             return out
     return apply("grid_sample", [input, grid], dict(mode=mode, padding_mode=padding_mode,
-                                                      align_corners=bool(align_corners)))
+                                                     align_corners=bool(align_corners)))
 
 
 def _mode_index(names: List[str], name: str, argument: str) -> int:
@@ -79,12 +77,12 @@ def _grid_sample_native_script(input: Tensor, grid: Tensor, mode: str, padding_m
 
 def _replacement(original):
     """patch()'s replacement of F.grid_sample, over `original`, the function it replaces."""
-    def routed(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    def routed_grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
         if not (covered(input, grid) and input.dim() == 4 and input.dtype == grid.dtype
                 and mode in ("bilinear", "nearest", "bicubic") and padding_mode in ("zeros", "border", "reflection")):
             return original(input, grid, mode, padding_mode, align_corners)
         return ours_or_original(grid_sample, original, input, grid, mode, padding_mode, align_corners)
-    return named_like(routed, original)
+    return named_like(routed_grid_sample, original)
 
 
 # This operator's entry of spatialgrad.torch's list (see its __init__.py).

@@ -58,11 +58,11 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
     attention_weights = attention_weights.to(value.dtype)
     if package.native and _strict.chip is None:
         out = try_native(_native_ms_deform_attn, value, spatial_shapes, level_start_index, sampling_locations,
-                          attention_weights, im2col_step)
+                         attention_weights, im2col_step)
         if out is not None:
             return out
     return apply("ms_deform_attn", [value, spatial_shapes, level_start_index, sampling_locations,
-                                     attention_weights], {})
+                                    attention_weights], {})
 
 
 def ms_deform_attn_reference(value: torch.Tensor, spatial_shapes: torch.Tensor, sampling_locations: torch.Tensor,

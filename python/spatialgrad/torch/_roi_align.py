@@ -78,8 +78,8 @@ def roi_align(input: Tensor, boxes: Union[Tensor, List[Tensor]], output_size: Br
         if out is not None:
             return out
     return apply("roi_align", [input, _boxes_k5(boxes, input.dtype)],
-                  dict(output_size=output_size, spatial_scale=float(spatial_scale),
-                       sampling_ratio=int(sampling_ratio), aligned=bool(aligned)))
+                 dict(output_size=output_size, spatial_scale=float(spatial_scale),
+                      sampling_ratio=int(sampling_ratio), aligned=bool(aligned)))
 
 
 def _roi_align_native_script(input: Tensor, boxes: Union[Tensor, List[Tensor]], output_size: List[int],
@@ -96,14 +96,14 @@ def _roi_align_native_script(input: Tensor, boxes: Union[Tensor, List[Tensor]], 
 
 def _replacement(original):
     """patch()'s replacement of torchvision's roi_align, over `original`, the function it replaces."""
-    def routed(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False):
+    def routed_roi_align(input, boxes, output_size, spatial_scale=1.0, sampling_ratio=-1, aligned=False):
         args = (input, boxes, output_size, spatial_scale, sampling_ratio, aligned)
         box_tensors = list(boxes) if isinstance(boxes, (list, tuple)) else [boxes]
         if not (covered(input, *box_tensors) and input.dim() == 4
                 and all(b.dtype == input.dtype for b in box_tensors)):
             return original(*args)
         return ours_or_original(roi_align, original, *args)
-    return named_like(routed, original)
+    return named_like(routed_roi_align, original)
 
 
 def _targets():

@@ -54,7 +54,7 @@ def upsample_bilinear2d(input: Tensor, size: Optional[BroadcastingList2[int]] = 
     if package.native and _strict.chip is None and (size is not None or scale_factor is not None):
         # The operator computes a channels_last input in NHWC (and returns channels_last), as below.
         out = try_native(_native_upsample_bilinear2d, input, ints(size, both=True), bool(align_corners),
-                          None if scale_factor is None else ints(scale_factor))
+                         None if scale_factor is None else ints(scale_factor))
         if out is not None:
             return out
     options = dict(output_size=size, scale_factor=scale_factor, align_corners=bool(align_corners))
