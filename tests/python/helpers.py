@@ -104,17 +104,20 @@ def run_probe(code: str, timeout: float = PROBE_TIMEOUT_S) -> subprocess.Complet
 
 def count_patch_calls(monkeypatch, names):
     """Counts the calls spatialgrad.torch.patch()'s replacements make to the spatialgrad functions `names`
-    (attributes of spatialgrad.torch._patch, e.g. "sg_roi_align"); returns the live {name: count} dict."""
-    from spatialgrad.torch import _patch
+    ("sg_<adapter>", e.g. "sg_roi_align": the adapter, spied on in its operator's module, where the replacement
+    calls it); returns the live {name: count} dict."""
+    import spatialgrad.torch as sgt
 
     counts = {}
     for name in names:
-        original = getattr(_patch, name)
+        adapter = name[len("sg_"):]
+        module = sys.modules[getattr(sgt, adapter).__globals__["__name__"]]  # (its __module__ is spatialgrad.torch)
+        original = getattr(module, adapter)
 
         def spy(*args, _name=name, _original=original, **kwargs):
             counts[_name] = counts.get(_name, 0) + 1
             return _original(*args, **kwargs)
-        monkeypatch.setattr(_patch, name, spy)
+        monkeypatch.setattr(module, adapter, spy)
     return counts
 
 

@@ -32,7 +32,7 @@ def test_every_operator_has_a_torch_adapter_and_patch_lists_the_patched_ones():
 def test_torchscript_fallback_declares_the_adapters_arguments(name):
     """The fallback is generated from the adapter: same parameters, every one typed, none defaulted."""
     adapter = inspect.signature(getattr(sgt, name))
-    fallback = inspect.signature(getattr(sgt, f"_{name}_from_script"))
+    fallback = inspect.signature(getattr(sgt, name).__globals__[f"_{name}_from_script"])
     assert list(fallback.parameters) == list(adapter.parameters)
     for parameter in fallback.parameters.values():
         assert parameter.annotation not in (None, type(None), inspect.Parameter.empty), parameter
@@ -66,3 +66,20 @@ def test_type_checkers_see_the_functions_of_the_table():
     imported = {(node.module, alias.name) for node in block.body if isinstance(node, ast.ImportFrom)
                 for alias in node.names}
     assert imported == {(OPS[name].forward.__wrapped__.__module__.rsplit(".", 1)[1], name) for name in OPS}
+
+
+@pytest.mark.parametrize("module_name", ["spatialgrad.torch", "spatialgrad.torch.nn"])
+def test_type_checkers_see_what_the_torch_operator_list_exports(module_name):
+    """spatialgrad.torch and its nn build their exports from the list of operator modules at run time; the
+    TYPE_CHECKING imports name the same objects, from the modules that define them, for type checkers."""
+    import ast
+    import importlib
+
+    module = importlib.import_module(module_name)
+    tree = ast.parse(inspect.getsource(module))
+    block = next(node for node in tree.body if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test))
+    imported = {(node.module, alias.name) for node in block.body if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    exported = [getattr(module, name) for name in module.__all__ if name not in ("patch", "OPERATORS", "nn")]
+    defined_in = [getattr(obj, "__globals__", {}).get("__name__", obj.__module__) for obj in exported]
+    assert imported == {(where.rsplit(".", 1)[1], obj.__name__) for where, obj in zip(defined_in, exported)}

@@ -11,7 +11,7 @@ if torch is not None:
     import torchvision
 
     import spatialgrad.torch as sgt
-    from spatialgrad.torch import ms_deform_attn_reference
+    from spatialgrad.torch import _common, ms_deform_attn_reference
 
 CASES = {name: (arrays, options) for name, arrays, options in cases(np.random.default_rng(11))}
 
@@ -74,9 +74,9 @@ def test_matches_reference_ops_inside_a_model(name):
 
 def test_zero_copy_for_cpu_tensors():
     x = torch.randn(2, 3, 8, 8)
-    assert sgt._to_numpy(x, "op", "x").ctypes.data == x.data_ptr()
+    assert _common.to_numpy(x, "op", "x").ctypes.data == x.data_ptr()
     strided = x[:, :, ::2]
-    assert sgt._to_numpy(strided, "op", "x").ctypes.data == strided.data_ptr()
+    assert _common.to_numpy(strided, "op", "x").ctypes.data == strided.data_ptr()
     y = sgt.avg_pool2d(x, 2)
     # the output tensor wraps the array the kernel wrote: no copy on the way out either
     assert y.is_contiguous() and y.shape == (2, 3, 4, 4)

@@ -1,0 +1,78 @@
+"""``spatialgrad.torch.avg_pool2d``: the adapter of ``F.avg_pool2d``, its TorchScript branch and ``patch()``'s
+replacement of ``F.avg_pool2d``."""
+from typing import List, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..functional import _strict
+from ._common import BroadcastingList2, apply, ints, native_operator, package, public, script_branch, try_native
+from ._patch import Routes, covered, each, named_like, ours_or_original
+
+_native_avg_pool2d = native_operator("avg_pool2d")
+
+
+def avg_pool2d(input: Tensor, kernel_size: BroadcastingList2[int], stride: Optional[BroadcastingList2[int]] = None,
+               padding: BroadcastingList2[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: Optional[int] = None) -> Tensor:
+    """Average pooling over the last two dimensions, differentiable; the arguments of ``F.avg_pool2d``.
+
+    Args:
+        input: ``(N, C, H, W)`` or ``(C, H, W)`` CPU tensor, float16, bfloat16, float32 or float64, any strides.
+        kernel_size: ``k`` or ``(kH, kW)``, each > 0.
+        stride: ``s`` or ``(sH, sW)``, each > 0; ``None`` (default) means ``kernel_size``.
+        padding: ``p`` or ``(pH, pW)`` of implicit zeros, ``0 <= p <= k // 2`` (default 0).
+        ceil_mode: round the output size up (default False).
+        count_include_pad: divide by the window size including the padding (default True), otherwise by the
+            number of input pixels in the window.
+        divisor_override: divide every window by this value instead (default ``None``: not set).
+
+    Returns:
+        ``(N, C, OH, OW)`` (or ``(C, OH, OW)``) of the input's dtype, ``O = floor((I + 2p - k) / s) + 1``
+        (``ceil`` with ``ceil_mode``, dropping a last window that starts in the padding).
+
+    Raises:
+        ValueError: bad sizes or parameters, or a non-CPU tensor. TypeError: a dtype other than those listed.
+
+    Example::
+
+        y = spatialgrad.torch.avg_pool2d(torch.rand(2, 3, 8, 8, requires_grad=True), 2)  # (2, 3, 4, 4)
+        y.sum().backward()
+    """
+    if torch.jit.is_scripting():
+        return _avg_pool2d_from_script(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                       divisor_override)
+    if package.native and _strict.chip is None:
+        out = try_native(_native_avg_pool2d, input, ints(kernel_size), ints(stride), ints(padding), ceil_mode,
+                         count_include_pad, divisor_override)
+        if out is not None:
+            return out
+    return apply("avg_pool2d", [input], dict(kernel_size=kernel_size, stride=stride, padding=padding,
+                                              ceil_mode=ceil_mode, count_include_pad=count_include_pad,
+                                              divisor_override=divisor_override))
+
+
+def _avg_pool2d_native_script(input: Tensor, kernel_size: List[int], stride: Optional[List[int]],
+                              padding: List[int], ceil_mode: bool, count_include_pad: bool,
+                              divisor_override: Optional[int]) -> Tensor:
+    no_stride: List[int] = []  # (the operator's default: the kernel size)
+    return torch.ops.spatialgrad.avg_pool2d(input, kernel_size, no_stride if stride is None else stride, padding,
+                                            ceil_mode, count_include_pad, divisor_override)
+
+
+def _replacement(original):
+    """patch()'s replacement of F.avg_pool2d, over `original`, the function it replaces."""
+    def routed_avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                          divisor_override=None):
+        args = (input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+        if not (covered(input) and input.dim() in (3, 4)):
+            return original(*args)
+        return ours_or_original(avg_pool2d, original, *args)
+    return named_like(routed_avg_pool2d, original)
+
+
+# This operator's entry of spatialgrad.torch's list (see its __init__.py).
+PUBLIC = public(avg_pool2d)
+_avg_pool2d_from_script = script_branch(avg_pool2d, _avg_pool2d_native_script)
+PATCH = Routes(targets=lambda: [(F, "avg_pool2d")], replace=each(_replacement))

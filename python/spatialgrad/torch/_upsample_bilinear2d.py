@@ -1,0 +1,119 @@
+"""``spatialgrad.torch.upsample_bilinear2d``: the adapter of ``F.interpolate(..., mode="bilinear")``, its
+TorchScript branch and ``patch()``'s replacements of ``F.interpolate``, ``F.upsample`` and ``F.upsample_bilinear``."""
+import math
+import warnings
+from typing import List, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..functional import _strict
+from ._common import BroadcastingList2, apply, ints, native_operator, package, public, script_branch, try_native
+from ._patch import SPATIALGRAD_ERRORS, Routes, covered, named_like, original_or_clearer_error
+
+_native_upsample_bilinear2d = native_operator("upsample_bilinear2d")
+
+
+def upsample_bilinear2d(input: Tensor, size: Optional[BroadcastingList2[int]] = None,
+                        scale_factor: Optional[BroadcastingList2[float]] = None, align_corners: Optional[bool] = None,
+                        recompute_scale_factor: Optional[bool] = None) -> Tensor:
+    """Bilinear upsampling (or downsampling), differentiable; ``F.interpolate(..., mode="bilinear")``'s arguments.
+
+    Args:
+        input: ``(N, C, H, W)`` CPU tensor, float16, bfloat16, float32 or float64; a ``channels_last`` input is
+            computed in NHWC without copies and gives a ``channels_last`` result.
+        size: ``(OH, OW)`` or one int for both; give either ``size`` or ``scale_factor``.
+        scale_factor: a float or ``(sh, sw)``, each > 0; the output is ``floor(H * sh)`` by ``floor(W * sw)``.
+        align_corners: whether the corner pixels' centres of input and output coincide (``None``, the default,
+            means False).
+        recompute_scale_factor: with ``scale_factor``, compute the coordinates from the output size instead
+            of the given factor.
+
+    Returns:
+        ``(N, C, OH, OW)`` of the input's dtype.
+
+    Raises:
+        ValueError: not 4-D, both or neither of ``size`` and ``scale_factor``, sizes < 1, a non-CPU tensor.
+        TypeError: a dtype other than those listed.
+
+    Example::
+
+        y = spatialgrad.torch.upsample_bilinear2d(torch.rand(1, 3, 4, 4), scale_factor=2, align_corners=False)
+        assert y.shape == (1, 3, 8, 8)
+    """
+    if torch.jit.is_scripting():
+        return _upsample_bilinear2d_from_script(input, size, scale_factor, align_corners, recompute_scale_factor)
+    if isinstance(input, torch.Tensor) and input.dim() != 4:  # (torch.fx's Proxy: checked when the graph runs)
+        raise ValueError(f"spatialgrad.torch.upsample_bilinear2d(): expected a 4-D input, but got {input.dim()}-D")
+    if recompute_scale_factor and scale_factor is not None:
+        # PyTorch then derives the size and uses the size ratio for the coordinates.
+        sh, sw = (scale_factor, scale_factor) if not isinstance(scale_factor, (tuple, list)) else scale_factor
+        size = (int(math.floor(input.shape[2] * sh)), int(math.floor(input.shape[3] * sw)))
+        scale_factor = None
+    if package.native and _strict.chip is None and (size is not None or scale_factor is not None):
+        # The operator computes a channels_last input in NHWC (and returns channels_last), as below.
+        out = try_native(_native_upsample_bilinear2d, input, ints(size, both=True), bool(align_corners),
+                         None if scale_factor is None else ints(scale_factor))
+        if out is not None:
+            return out
+    options = dict(output_size=size, scale_factor=scale_factor, align_corners=bool(align_corners))
+    channels_last = not input.is_contiguous() and input.is_contiguous(memory_format=torch.channels_last)
+    if channels_last:
+        out = apply("upsample_bilinear2d", [input.permute(0, 2, 3, 1)], dict(options, layout="NHWC"))
+        return out.permute(0, 3, 1, 2)
+    return apply("upsample_bilinear2d", [input], dict(options, layout="NCHW"))
+
+
+def _upsample_bilinear2d_native_script(input: Tensor, size: Optional[List[int]], scale_factor: Optional[List[float]],
+                                       align_corners: Optional[bool],
+                                       recompute_scale_factor: Optional[bool]) -> Tensor:
+    if recompute_scale_factor is not None and recompute_scale_factor and scale_factor is not None:
+        # PyTorch then derives the size and uses the size ratio for the coordinates (as the adapter does).
+        size = [int(math.floor(input.size(2) * scale_factor[0])), int(math.floor(input.size(3) * scale_factor[1]))]
+        scale_factor = None
+    return torch.ops.spatialgrad.upsample_bilinear2d(input, size, align_corners is not None and align_corners,
+                                                     scale_factor)
+
+
+def _interpolate(original):
+    def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                    recompute_scale_factor=None, antialias=False):
+        args = (input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
+        if not (mode == "bilinear" and not antialias and covered(input) and input.dim() == 4
+                and (size is None) != (scale_factor is None)):
+            return original(*args)
+        try:
+            return upsample_bilinear2d(input, size, scale_factor, align_corners, recompute_scale_factor)
+        except SPATIALGRAD_ERRORS as error:
+            return original_or_clearer_error(error, original, *args)
+    return named_like(interpolate, original)
+
+
+def _upsample(original, interpolate):
+    def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+        warnings.warn("F.upsample is deprecated in PyTorch: use F.interpolate (routed the same way)")
+        return interpolate(input, size, scale_factor, mode, align_corners)
+    return named_like(upsample, original)
+
+
+def _upsample_bilinear(original, interpolate):
+    def upsample_bilinear(input, size=None, scale_factor=None):
+        warnings.warn("F.upsample_bilinear is deprecated in PyTorch: use F.interpolate(..., mode='bilinear', "
+                      "align_corners=True) (routed the same way)")
+        return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+    return named_like(upsample_bilinear, original)
+
+
+def _replacements(now):
+    """patch()'s replacements: F.interpolate's, and the deprecated names routed through it."""
+    interpolate = _interpolate(now[(F, "interpolate")])
+    return {(F, "interpolate"): interpolate, (F, "upsample"): _upsample(now[(F, "upsample")], interpolate),
+            (F, "upsample_bilinear"): _upsample_bilinear(now[(F, "upsample_bilinear")], interpolate)}
+
+
+# This operator's entry of spatialgrad.torch's list (see its __init__.py).
+PUBLIC = public(upsample_bilinear2d)
+_upsample_bilinear2d_from_script = script_branch(upsample_bilinear2d, _upsample_bilinear2d_native_script)
+PATCH = Routes(targets=lambda: [(F, "interpolate"), (F, "upsample"), (F, "upsample_bilinear")],
+               replace=_replacements)
