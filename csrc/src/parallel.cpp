@@ -230,49 +230,12 @@ class PoolExecutor final : public Executor {
   }
 };
 
+Executor& pool_executor() {
+  static Executor* const instance = new PoolExecutor();  // never destroyed: threads may call at exit
+  return *instance;
+}
+
 std::atomic<Executor*> g_executor{nullptr};  // set_executor (nullptr: the pool)
-
-// A call's tasks timed for FairHostExecutor: when the calling thread's task returned (every chunk was
-// taken then), and whether a task began on another thread after that, so that the call waited for a thread
-// that had nothing left to do.
-class JoinTimer {
- public:
-  using Clock = std::chrono::steady_clock;
-  explicit JoinTimer(const Job& job) : job_(job), caller_(std::this_thread::get_id()), start_(Clock::now()) {}
-  Job as_job() { return Job(&JoinTimer::run, this); }
-
-  // True when a thread began after the caller's task returned and the call waited for it longer than
-  // max(kLateJoinWait, a quarter of the caller's own work) up to `end`.
-  bool waited_for_a_late_thread(Clock::time_point end) const {
-    if (!late_.load(std::memory_order_relaxed)) return false;
-    const auto caller_done = Clock::time_point(Clock::duration(caller_done_.load(std::memory_order_relaxed)));
-    const auto waited = end - caller_done;
-    const auto least = std::max<Clock::duration>(
-        std::chrono::microseconds(FairHostExecutor::kLateJoinWaitMicroseconds), (caller_done - start_) / 4);
-    return waited > least;
-  }
-
- private:
-  static void run(void* self, int index) noexcept {
-    auto& timer = *static_cast<JoinTimer*>(self);
-    if (std::this_thread::get_id() == timer.caller_) {
-      timer.job_(index);
-      timer.caller_done_.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
-      return;
-    }
-    if (timer.caller_done_.load(std::memory_order_acquire) != kNotYet) {
-      timer.late_.store(true, std::memory_order_relaxed);
-    }
-    timer.job_(index);
-  }
-
-  static constexpr Clock::rep kNotYet = 0;
-  const Job& job_;
-  const std::thread::id caller_;
-  const Clock::time_point start_;
-  std::atomic<Clock::rep> caller_done_{kNotYet};
-  std::atomic<bool> late_{false};
-};
 
 // One task of a call, run inside a parallel region, noting that it ran.
 struct RegionTask {
@@ -303,33 +266,6 @@ int get_num_threads() {
   if (tl_scoped_threads > 0) return tl_scoped_threads;
   const int user = g_user_threads.load(std::memory_order_relaxed);
   return user > 0 ? user : default_threads();
-}
-
-Executor& pool_executor() {
-  static Executor* const instance = new PoolExecutor();  // never destroyed: threads may call at exit
-  return *instance;
-}
-
-void FairHostExecutor::run(int tasks, const Job& job) noexcept {
-  const int stay = own_pool_calls_.load(std::memory_order_relaxed);
-  if (stay > 0) {
-    own_pool_calls_.store(stay - 1, std::memory_order_relaxed);  // a lost update between two threads is harmless
-    pool_executor().run(tasks, job);
-    return;
-  }
-  if (pinned_.load(std::memory_order_relaxed)) {
-    host_.run(tasks, job);
-    return;
-  }
-  JoinTimer timer(job);
-  host_.run(tasks, timer.as_job());
-  if (!timer.waited_for_a_late_thread(JoinTimer::Clock::now())) {
-    next_stay_.store(kFirstStay, std::memory_order_relaxed);
-    return;
-  }
-  const int next = next_stay_.load(std::memory_order_relaxed);
-  own_pool_calls_.store(next, std::memory_order_relaxed);
-  next_stay_.store(std::min(2 * next, kLongestStay), std::memory_order_relaxed);
 }
 
 void set_executor(Executor* executor) { g_executor.store(executor, std::memory_order_release); }

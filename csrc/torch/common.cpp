@@ -144,9 +144,8 @@ void define_kernel(torch::Library& m, Vmap vmap, Kernel kernel) {
   m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::FuncTorchBatched, batching_kernel(vmap)));
 }
 
-FairHostExecutor& torch_pool_executor() {
-  // Never freed: calls may run on them at exit.
-  static FairHostExecutor& torch_pool = *new FairHostExecutor(*new TorchPoolExecutor());
+Executor& torch_pool_executor() {
+  static Executor& torch_pool = *new TorchPoolExecutor();  // never freed: calls may run on it at exit
   return torch_pool;
 }
 

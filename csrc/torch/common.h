@@ -325,9 +325,9 @@ class TorchPoolExecutor final : public Executor {
   }
 };
 
-// PyTorch's intra-op pool while its threads join our calls in time, else spatialgrad's pool for a while
-// (FairHostExecutor: on a busy machine OpenMP's end-of-call barrier waits for threads not yet run).
-FairHostExecutor& torch_pool_executor();
+// PyTorch's intra-op pool: one TorchPoolExecutor for the native operators and the NumPy calls
+// (spatialgrad._torch_ops.pool_executor hands it to _core).
+Executor& torch_pool_executor();
 
 // What runs the kernels' tasks inside PyTorch: torch_pool_executor(), except in a forked child, where
 // spatialgrad's own pool does (OpenMP's threads do not survive fork()).

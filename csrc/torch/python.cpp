@@ -30,8 +30,6 @@ PYBIND11_MODULE(_torch_ops, m) {
   m.doc() = "spatialgrad.torch's calls of torch.ops.spatialgrad's forwards (internal)";
   // PyTorch's pool for spatialgrad._core._use_host_executor (NumPy calls in a process that runs PyTorch).
   m.def("pool_executor", [] { return py::capsule(&torch_pool_executor(), "spatialgrad.Executor"); });
-  // Tests: every call on PyTorch's pool, even after its threads joined late (FairHostExecutor::pin_to_host).
-  m.def("_pin_to_torchs_pool", [](bool pinned) { torch_pool_executor().pin_to_host(pinned); });
   m.def("avg_pool2d", [](const at::Tensor& input, const Ints& kernel_size, const Ints& stride, const Ints& padding,
                          bool ceil_mode, bool count_include_pad, c10::optional<int64_t> divisor_override) {
     return call(SG_OPERATOR("avg_pool2d", signature::AvgPool2d), input, at::IntArrayRef(kernel_size),

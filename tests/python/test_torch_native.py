@@ -240,9 +240,8 @@ def test_native_and_numpy_calls_run_on_torchs_pool():
     # first. (Compiled without -fopenmp, ATen's inline at::parallel_for ran every native call on one thread.)
     result = run_probe("""
         import os, numpy as np, torch, spatialgrad as sg, spatialgrad.torch as sgt
-        from spatialgrad import _core, _torch_ops
+        from spatialgrad import _core
         torch.set_num_threads(2); sg.set_num_threads(2)
-        _torch_ops._pin_to_torchs_pool(True)  # no move to our pool if OpenMP's worker starts late (a busy host)
         threads = lambda: len(os.listdir("/proc/self/task"))
         array = np.random.default_rng(0).random((8, 32, 128, 128), dtype=np.float32)
         x = torch.from_numpy(array)

@@ -16,8 +16,6 @@
 // application thread is using the pool, a call runs on its own thread instead of waiting.
 #pragma once
 
-#include <atomic>
-
 namespace spatialgrad {
 
 // Threads used by later kernel calls (process-wide). n <= 0 restores the default: the count set by
@@ -58,40 +56,6 @@ class Executor {
 // (our pool is). The number of tasks per call still follows set_num_threads.
 void set_executor(Executor* executor);
 Executor& get_executor();  // this thread's scoped one, else the one set, else spatialgrad's pool
-
-// spatialgrad's own pool as an executor (what get_executor() gives while none is set), for executors that
-// combine it with another (FairHostExecutor).
-Executor& pool_executor();
-
-// A host framework's pool that is only used while its threads join in time. A host pool such as OpenMP's
-// ends every call at a barrier: its caller waits for each of its threads to run its task, even a thread the
-// scheduler has not run yet, which on a busy machine (DataLoader workers, other jobs) finds every chunk
-// taken and holds the call up for a time slice. This executor runs each call on `host` and notes whether a
-// host thread began its task only after the calling thread's task had returned (the queue was empty by then)
-// and the call waited for it longer than kLateJoinWait and a quarter of the caller's own work. After such a
-// call it runs the next calls on spatialgrad's pool, whose caller never waits for a worker that took no
-// place, and tries the host again after 8 calls, 16 after a second late call in a row, ... up to 1024.
-// Results are bitwise the same on either pool (docs/design.md, "Beside PyTorch's OpenMP threads").
-class FairHostExecutor final : public Executor {
- public:
-  static constexpr int kLateJoinWaitMicroseconds = 20;
-  explicit FairHostExecutor(Executor& host) noexcept : host_(host) {}
-  void run(int tasks, const Job& job) noexcept override;
-  // Calls still to run on spatialgrad's pool before the host is tried again (tests).
-  int calls_on_own_pool() const noexcept { return own_pool_calls_.load(std::memory_order_relaxed); }
-  // While pinned, every call runs on the host, late threads or not (tests that check what runs where).
-  void pin_to_host(bool pinned) noexcept {
-    pinned_.store(pinned, std::memory_order_relaxed);
-    own_pool_calls_.store(0, std::memory_order_relaxed);
-  }
-
- private:
-  Executor& host_;
-  std::atomic<bool> pinned_{false};
-  std::atomic<int> own_pool_calls_{0};
-  std::atomic<int> next_stay_{kFirstStay};
-  static constexpr int kFirstStay = 8, kLongestStay = 1024;
-};
 
 // A thread-scoped executor: while alive, parallel calls made by the constructing thread run their tasks
 // on `executor`, with up to `threads` tasks each (threads <= 0: the count set_num_threads gives),
