@@ -69,8 +69,8 @@ TensorView view_of(const c10::optional<at::Tensor>& t, const char* op, const cha
 
 Output new_output(const at::Tensor& like, at::IntArrayRef shape, at::MemoryFormat format) {
   // The CPU kernels' outputs are CPU tensors: allocated as aten's CPU kernel of empty does, without the trip
-  // through the dispatcher (perf, (1,2,8,8) grid_sample fwd+bwd, 3 outputs: at::empty 4.9% of the call, the
-  // allocation it reaches 4.0%).
+  // through the dispatcher (perf, a two-input (1,2,8,8) call's fwd+bwd, 3 outputs: at::empty 4.9% of the call,
+  // the allocation it reaches 4.0%; docs/design.md names the operator).
   at::Tensor tensor = at::detail::empty_cpu(shape, like.scalar_type(), /*pin_memory=*/false, format);
   TensorView view = view_of(tensor, "spatialgrad", "an output");
   return Output{std::move(tensor), std::move(view)};
