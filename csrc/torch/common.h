@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -205,6 +206,9 @@ class RecordedNode final : public torch::autograd::Node {
   }
 
   variable_list apply(variable_list&& grads) override {
+    // Node's mutex, as PyTorch's generated nodes take it: two threads' backward passes over one graph (one
+    // retaining it, one releasing) must not unpack and reset the saved inputs at once.
+    const std::lock_guard<std::mutex> lock(mutex_);
     // An absent cotangent is zeros, as Function materializes it.
     const at::Tensor grad = grads[0].defined() ? grads[0] : input_metadata(0).zeros_like();
     variable_list saved;
@@ -218,6 +222,7 @@ class RecordedNode final : public torch::autograd::Node {
   std::string name() const override { return Call::kName; }
 
   void release_variables() override {
+    const std::lock_guard<std::mutex> lock(mutex_);
     for (torch::autograd::SavedVariable& s : saved_) s.reset_data();
   }
 

@@ -25,6 +25,22 @@ def test_roi_align_module_equals_torchvisions():
         assert repr(ours).startswith("RoIAlign(output_size=(3, 2)")
 
 
+def test_modules_are_saved_and_scripted_under_their_public_module():
+    # The classes live in private per-operator modules; a pickled model (torch.save) and a scripted one name
+    # them spatialgrad.torch.nn, so that renaming the private files never breaks a saved model.
+    import io
+
+    from spatialgrad.torch.nn import MultiScaleRoIAlign
+    for layer in (RoIAlign, MultiScaleRoIAlign, MultiScaleDeformableAttention):
+        assert layer.__module__ == "spatialgrad.torch.nn"
+    buffer = io.BytesIO()
+    torch.save(RoIAlign(7, 1.0, 2), buffer)
+    assert b"spatialgrad.torch.nn" in buffer.getvalue() and b"_roi_align" not in buffer.getvalue()
+    buffer.seek(0)
+    assert type(torch.load(buffer)) is RoIAlign
+    assert str(torch.jit.script(RoIAlign(7, 1.0, 2))._c._type()) == "__torch__.spatialgrad.torch.nn.RoIAlign"
+
+
 def mmcv_forward(module, query, value, reference_points, shapes, starts, identity=None):
     """mmcv's forward for the CPU (multi_scale_deformable_attn_pytorch), written out for the comparison."""
     if not module.batch_first:

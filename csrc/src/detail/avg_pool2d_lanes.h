@@ -15,7 +15,7 @@ namespace spatialgrad::detail {
 // Which kernel family runs a call: planes (one plane's rows at a time), plane tiles (lanes = planes
 // packed into an L1-sized tile), channels-last (lanes = channels of the tensor itself) or direct (small
 // calls: each value straight from the window tables, on one thread; pinned, it runs where the axes fit
-// its tables). kAuto: the cost model of avg_pool2d.cpp. Every family gives the same bits (the same sums in
+// its tables and the planes number at most 1024, and the cost model chooses elsewhere). kAuto: the cost model of avg_pool2d.cpp. Every family gives the same bits (the same sums in
 // the same order per value).
 enum class PoolStrategy { kAuto, kPlanes, kPlaneTiles, kChannelsLast, kDirect };
 

@@ -17,7 +17,11 @@ if TYPE_CHECKING:
     from ._ms_deform_attn import MultiScaleDeformableAttention
     from ._roi_align import MultiScaleRoIAlign, RoIAlign
 else:
-    globals().update((layer.__name__, layer) for operator in _OPERATOR_MODULES
-                     for layer in getattr(operator, "NN_MODULES", ()))
+    for _operator in _OPERATOR_MODULES:
+        for _layer in getattr(_operator, "NN_MODULES", ()):
+            # Public under this module's name: pickles (torch.save of a whole model) and TorchScript name the
+            # class spatialgrad.torch.nn.<Name>, not the private module that defines it.
+            _layer.__module__ = __name__
+            globals()[_layer.__name__] = _layer
 
 __all__ = [layer.__name__ for operator in _OPERATOR_MODULES for layer in getattr(operator, "NN_MODULES", ())]
