@@ -163,10 +163,10 @@ struct Kernel {
   torch::CppFunction cpu, autograd;
 };
 
-// The kernel with schema `schema`, CPU kernel kCpu and autograd kernel AutogradKernel<Function, kCpu>.
-template <class Function, auto kCpu>
+// The kernel with schema `schema`, CPU kernel kCpu and autograd kernel Autograd::call (by default
+// AutogradKernel<Function, kCpu>'s).
+template <class Function, auto kCpu, class Autograd = AutogradKernel<Function, kCpu>>
 Kernel kernel(const char* schema) {
-  using Autograd = AutogradKernel<Function, kCpu>;
   return Kernel{schema, torch::CppFunction(TORCH_FN(kCpu)), torch::CppFunction(TORCH_FN(Autograd::call))};
 }
 
@@ -273,8 +273,7 @@ struct RecordingAutogradKernel<Function, Call, kCpu> {
 // kernel<Function, kCpu>(schema) with plain calls recorded by RecordedNode<Call>.
 template <class Function, class Call, auto kCpu>
 Kernel recorded_kernel(const char* schema) {
-  using Autograd = RecordingAutogradKernel<Function, Call, kCpu>;
-  return Kernel{schema, torch::CppFunction(TORCH_FN(kCpu)), torch::CppFunction(TORCH_FN(Autograd::call))};
+  return kernel<Function, kCpu, RecordingAutogradKernel<Function, Call, kCpu>>(schema);
 }
 
 // The RuntimeError of differentiating a second-order kernel (`kernel`, of the operator `forward`).
