@@ -31,6 +31,7 @@ import torch
 
 from .. import _registry
 from .. import ascend as _ascend
+from .. import functional as _functional
 from ..functional._args import short_repr
 from . import _common, _patch
 
@@ -40,13 +41,12 @@ from . import _common, _patch
 # The adapters read it at each call: setting it False switches them to the Python path.
 native = _common.native
 
-# The one list of operators in this layer, in the table's order (spatialgrad.functional.OPERATOR_MODULES): one
-# private module each, holding the operator's adapter (the first of PUBLIC, named after the table's forward) and
-# its other public functions, its TorchScript branch (`_<name>_from_script`), its patch() routes (PATCH, when the
-# table marks it patched) and its spatialgrad.torch.nn modules (NN_MODULES, if any). Everything below is built
-# from it.
-_OPERATOR_MODULES = tuple(importlib.import_module(f"{__name__}.{name}") for name in (
-    "_roi_align", "_upsample_bilinear2d", "_avg_pool2d", "_grid_sampler_2d", "_ms_deform_attn"))
+# One private module per operator of the table (spatialgrad.functional.OPERATOR_MODULES, the one list of
+# operators, in its order), named after the functional module with a leading underscore: the operator's adapter
+# (the first of PUBLIC, named after the table's forward) and its other public functions, its TorchScript branch
+# (`_<name>_from_script`), its patch() routes (PATCH, when the table marks it patched) and its
+# spatialgrad.torch.nn modules (NN_MODULES, if any). Everything below is built from them.
+_OPERATOR_MODULES = tuple(importlib.import_module(f"{__name__}._{name}") for name in _functional.OPERATOR_MODULES)
 
 # Type checkers (the package ships py.typed) cannot run the list: they read the same functions by name here, and
 # tests/python/test_operator_table.py checks that these names are __all__'s.
