@@ -8,7 +8,9 @@ the medians and each side's slowdown against its time alone; the target (issue 3
 larger than PyTorch's on the same call ("ok", else "SLOWER"). The "fair share" column is the slowdown an even
 share of the cores among the runnable threads would give our 2-thread calls: where it is already above PyTorch's
 measured slowdown (torchvision's roi_align runs on one thread, which a busy process does not slow down on two
-cores) the verdict says "SLOWER (fair share)": no scheduling of ours can meet the target there.
+cores) the verdict says "SLOWER (fair share)": no scheduling of ours can meet the target there. The "lost" column
+is the time each call lost beyond its fair share, in ms (time under load minus fair share x time alone): the
+scheduler's delays in absolute terms, which a ratio weighs more heavily in a short call than in a long one.
 
     python bench/load.py [--ops avg_pool2d,...] [--loads 0,1,2] [--threads 2] [--calls 200] [--max-time 4]
 """
@@ -175,14 +177,14 @@ def main() -> int:
 
 def print_table(medians: Dict[int, Dict[str, List[float]]], loads: List[int], threads: int, cores: int) -> None:
     """One row per case and side: median ms per load, slowdown against alone, the fair-share slowdown of the
-    side's thread count, and the target's verdict ("SLOWER (fair share)" where even an even share of the cores
+    side's thread count, the ms lost beyond that share at each load, and the target's verdict ("SLOWER (fair share)" where even an even share of the cores
     would be slower than PyTorch's measured slowdown, as for a 2-thread call against a 1-thread one)."""
     base = loads[0]
     heads = [f"{n} busy" if n else "alone" for n in loads]
     print(f"\nmedian fwd+bwd ms (slowdown against {heads[0]}); fair share: the slowdown if the scheduler shared the"
           f" {cores} cores evenly among the runnable threads")
-    print(f"| call | side | {' | '.join(heads)} | fair share | target |")
-    print("|---|---|" + "---|" * len(loads) + "---|---|")
+    print(f"| call | side | {' | '.join(heads)} | fair share | lost (ms) | target |")
+    print("|---|---|" + "---|" * len(loads) + "---|---|---|")
     for name in medians[base]:
         torch_slowdown = [medians[n][name][0] / medians[base][name][0] for n in loads]
         for i, side in enumerate(SIDES):
@@ -200,7 +202,9 @@ def print_table(medians: Dict[int, Dict[str, List[float]]], loads: List[int], th
                 if any(slower):
                     verdict = "SLOWER (fair share)" if all(e for x, e in zip(slower, excused) if x) else "SLOWER"
             fair_cells = " / ".join(f"{f:.1f}x" for n, f in zip(loads, fair) if n != base)
-            print(f"| {name} | {side} | {' | '.join(cells)} | {fair_cells} | {verdict} |")
+            lost = [t - f * times[0] for n, t, f in zip(loads, times, fair) if n != base]
+            lost_cells = " / ".join(f"{seconds * 1e3:.2f}" for seconds in lost)
+            print(f"| {name} | {side} | {' | '.join(cells)} | {fair_cells} | {lost_cells} | {verdict} |")
 
 
 if __name__ == "__main__":
