@@ -177,8 +177,9 @@ def main() -> int:
 
 def print_table(medians: Dict[int, Dict[str, List[float]]], loads: List[int], threads: int, cores: int) -> None:
     """One row per case and side: median ms per load, slowdown against alone, the fair-share slowdown of the
-    side's thread count, the ms lost beyond that share at each load, and the target's verdict ("SLOWER (fair share)" where even an even share of the cores
-    would be slower than PyTorch's measured slowdown, as for a 2-thread call against a 1-thread one)."""
+    side's thread count, the ms lost beyond that share at each load, and the target's verdict ("SLOWER (fair
+    share)" where even an even share of the cores would be slower than PyTorch's measured slowdown, as for a
+    2-thread call against a 1-thread one)."""
     base = loads[0]
     heads = [f"{n} busy" if n else "alone" for n in loads]
     print(f"\nmedian fwd+bwd ms (slowdown against {heads[0]}); fair share: the slowdown if the scheduler shared the"
@@ -202,7 +203,7 @@ def print_table(medians: Dict[int, Dict[str, List[float]]], loads: List[int], th
                 if any(slower):
                     verdict = "SLOWER (fair share)" if all(e for x, e in zip(slower, excused) if x) else "SLOWER"
             fair_cells = " / ".join(f"{f:.1f}x" for n, f in zip(loads, fair) if n != base)
-            lost = [t - f * times[0] for n, t, f in zip(loads, times, fair) if n != base]
+            lost = [t - f / fair[0] * times[0] for n, t, f in zip(loads, times, fair) if n != base]  # share vs base
             lost_cells = " / ".join(f"{seconds * 1e3:.2f}" for seconds in lost)
             print(f"| {name} | {side} | {' | '.join(cells)} | {fair_cells} | {lost_cells} | {verdict} |")
 

@@ -1,7 +1,14 @@
-"""Small float64 inputs for each differentiable operator, shared by the autograd and torch-adapter tests.
+"""Each operator's test inputs, in one place: the tests that cover every operator read them from here, so a new
+operator adds its entries to this file and to no test's own list.
 
-Each case is (op name, positional arrays, keyword options); sample points are kept away from integer pixel
-coordinates so finite differences do not straddle the kinks of bilinear interpolation.
+- cases(rng): small float64 inputs for each forward, shared by the autograd, second-order, half-precision and
+  torch-adapter tests: (op name, positional arrays, keyword options); sample points are kept away from integer
+  pixel coordinates so finite differences do not straddle the kinks of bilinear interpolation.
+- DIFFERENTIABLE: which of each forward's arrays has a gradient (the others' is None), stated here
+  independently of the operator table that vjp follows.
+- backward_cases(rng, forward_cases): inputs of each differentiable backward, built from the forward cases.
+- valid_call(name): keyword arguments of a valid call of every public NumPy function, for tests that spoil one
+  argument at a time.
 """
 from __future__ import annotations
 
@@ -34,3 +41,60 @@ def cases(rng):
     attn = rng.uniform(0.1, 1.0, size=(bs, q, heads, levels, points))
     out.append(("ms_deform_attn", [value, shapes, starts, loc, attn], {}))
     return out
+
+
+DIFFERENTIABLE = {
+    "avg_pool2d": (True,),
+    "upsample_bilinear2d": (True,),
+    "grid_sample": (True, True),
+    "roi_align": (True, False),
+    "ms_deform_attn": (True, False, False, True, True),
+}
+
+
+def backward_cases(rng, forward_cases):
+    """(name of a backward, its positional arrays, options) for each backward that has a derivative, built from
+    `forward_cases` (name -> (arrays, options), from cases())."""
+    import spatialgrad as sg
+
+    out = []
+    x = forward_cases["avg_pool2d"][0][0]
+    o = forward_cases["avg_pool2d"][1]
+    out.append(("avg_pool2d_backward", [rng.standard_normal(sg.avg_pool2d(x, **o).shape), x], o))
+    x = forward_cases["upsample_bilinear2d"][0][0]
+    out.append(("upsample_bilinear2d_backward", [rng.standard_normal((2, 3, 9, 7))],
+                dict(output_size=(9, 7), input_size=x.shape, align_corners=False, scales_h=0.0, scales_w=0.0)))
+    (x, boxes), o = forward_cases["roi_align"]
+    out.append(("roi_align_backward", [rng.standard_normal((3, 3, 3, 2)), boxes],
+                dict(input_shape=x.shape, pooled_height=3, pooled_width=2, spatial_scale=1.0, sampling_ratio=2,
+                     aligned=True)))
+    (x, grid), o = forward_cases["grid_sample"]
+    for mode in ("bilinear", "bicubic"):
+        out.append(("grid_sampler_2d_backward", [rng.standard_normal((2, 3, 4, 3)), x, grid],
+                    dict(mode=mode, padding_mode="border", align_corners=False)))
+    arrays, _ = forward_cases["ms_deform_attn"]
+    out.append(("ms_deform_attn_backward", list(arrays) + [rng.standard_normal((2, 3, 8))], {}))
+    return out
+
+
+def valid_call(name: str) -> dict:
+    """Keyword arguments of a valid call of the public NumPy function `name` (KeyError: a function without one)."""
+    x, g4 = np.zeros((1, 2, 4, 4)), np.zeros((1, 2, 2, 2))
+    grid, boxes = np.zeros((1, 2, 2, 2)), np.array([[0, 0.0, 0.0, 2.0, 2.0]])
+    value, loc, w = np.zeros((1, 20, 2, 4)), np.zeros((1, 3, 2, 2, 2, 2)), np.zeros((1, 3, 2, 2, 2))
+    deform = dict(value=value, spatial_shapes=[[4, 4], [2, 2]], level_start_index=[0, 16], sampling_locations=loc,
+                  attention_weights=w)
+    return {
+        "avg_pool2d": dict(input=x, kernel_size=2),
+        "avg_pool2d_backward": dict(grad_output=g4, input=x, kernel_size=2),
+        "grid_sample": dict(input=x, grid=grid),
+        "grid_sampler_2d_backward": dict(grad_output=g4, input=x, grid=grid),
+        "grid_sampler_2d_double_backward": dict(grad_grad_input=x, grad_grad_grid=grid, grad_output=g4, input=x,
+                                                grid=grid),
+        "roi_align": dict(input=x, boxes=boxes, output_size=2),
+        "roi_align_backward": dict(grad_output=np.zeros((1, 2, 2, 2)), boxes=boxes, input_shape=x.shape,
+                                   pooled_height=2, pooled_width=2, spatial_scale=1.0, sampling_ratio=0, aligned=True),
+        "ms_deform_attn": dict(deform),
+        "ms_deform_attn_backward": dict(deform, grad_output=np.zeros((1, 3, 8))),
+        "ms_deform_attn_double_backward": dict(deform, grad_output=np.zeros((1, 3, 8)), grad_grad_value=value),
+    }[name]

@@ -15,6 +15,7 @@ import spatialgrad as sg
 from spatialgrad import _core
 from spatialgrad.autograd import vjp
 from helpers import torch
+from op_cases import valid_call
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
@@ -33,9 +34,9 @@ def raised(call, kind=Exception) -> str:
 @needs_torch
 def test_1_patch_names_its_operators_publicly():
     import spatialgrad.torch as sgt
-    assert sgt.OPERATORS == ("roi_align", "upsample_bilinear2d", "avg_pool2d", "grid_sample")
     assert "OPERATORS" in sgt.__all__
     doc = inspect.getdoc(sgt.patch)
+    assert sgt.OPERATORS and all(f"``{op}``" in doc for op in sgt.OPERATORS)  # each a row of its table
     assert ":data:`spatialgrad.torch.OPERATORS`" in doc and "_patch" not in doc and "module documentation" not in doc
     for names in ("torchvision.ops.roi_align", "F.interpolate", "F.avg_pool2d", "F.grid_sample", "antialias"):
         assert names in doc  # what is replaced and what falls through, in help(patch) itself
@@ -103,35 +104,12 @@ def test_4_every_array_argument_of_every_function_is_named(name):
     for argument in _array_arguments(function):
         if argument in ("input", "grad_output") and name.startswith("upsample"):
             continue  # checked before the core sees it, with its own message (below)
-        kwargs = _valid_call(name)
+        kwargs = valid_call(name)
         kwargs[argument] = [[1.0, 2.0]]
         message = raised(lambda: function(**kwargs), TypeError)
         assert message.startswith(f"{name}(): expected {argument} to be a NumPy array, but got list"), message
     assert raised(lambda: sg.upsample_bilinear2d([[1.0]], 2), TypeError) == \
         "upsample_bilinear2d(): expected input to be a NumPy array, but got list"
-
-
-def _valid_call(name: str) -> dict:
-    """Keyword arguments of a valid call of the public function `name`."""
-    x, g4 = np.zeros((1, 2, 4, 4)), np.zeros((1, 2, 2, 2))
-    grid, boxes = np.zeros((1, 2, 2, 2)), np.array([[0, 0.0, 0.0, 2.0, 2.0]])
-    value, loc, w = np.zeros((1, 20, 2, 4)), np.zeros((1, 3, 2, 2, 2, 2)), np.zeros((1, 3, 2, 2, 2))
-    deform = dict(value=value, spatial_shapes=[[4, 4], [2, 2]], level_start_index=[0, 16], sampling_locations=loc,
-                  attention_weights=w)
-    return {
-        "avg_pool2d": dict(input=x, kernel_size=2),
-        "avg_pool2d_backward": dict(grad_output=g4, input=x, kernel_size=2),
-        "grid_sample": dict(input=x, grid=grid),
-        "grid_sampler_2d_backward": dict(grad_output=g4, input=x, grid=grid),
-        "grid_sampler_2d_double_backward": dict(grad_grad_input=x, grad_grad_grid=grid, grad_output=g4, input=x,
-                                                grid=grid),
-        "roi_align": dict(input=x, boxes=boxes, output_size=2),
-        "roi_align_backward": dict(grad_output=np.zeros((1, 2, 2, 2)), boxes=boxes, input_shape=x.shape,
-                                   pooled_height=2, pooled_width=2, spatial_scale=1.0, sampling_ratio=0, aligned=True),
-        "ms_deform_attn": dict(deform),
-        "ms_deform_attn_backward": dict(deform, grad_output=np.zeros((1, 3, 8))),
-        "ms_deform_attn_double_backward": dict(deform, grad_output=np.zeros((1, 3, 8)), grad_grad_value=value),
-    }[name]
 
 
 LONG = list(range(5000))
