@@ -9,8 +9,9 @@ larger than PyTorch's on the same call ("ok", else "SLOWER"). The "fair share" c
 share of the cores among the runnable threads would give our 2-thread calls: where it is already above PyTorch's
 measured slowdown (torchvision's roi_align runs on one thread, which a busy process does not slow down on two
 cores) the verdict says "SLOWER (fair share)": no scheduling of ours can meet the target there. The "lost" column
-is the time each call lost beyond its fair share, in ms (time under load minus fair share x time alone): the
-scheduler's delays in absolute terms, which a ratio weighs more heavily in a short call than in a long one.
+is the time each call lost beyond its fair share, in ms (time under load minus fair share x time at the first
+load, "alone" by default): the scheduler's delays in absolute terms, which a ratio weighs more heavily in a short
+call than in a long one.
 
     python bench/load.py [--ops avg_pool2d,...] [--loads 0,1,2] [--threads 2] [--calls 200] [--max-time 4]
 """
@@ -192,7 +193,7 @@ def print_table(medians: Dict[int, Dict[str, List[float]]], loads: List[int], th
             times = [medians[n][name][i] for n in loads]
             cells = [f"{t * 1e3:.2f}" + (f" ({t / times[0]:.1f}x)" if n != base else "") for n, t in zip(loads, times)]
             side_threads = TORCH_SIDE_THREADS.get(name, threads) if side == "torch" else threads
-            fair = [fair_share(side_threads, n, cores) for n in loads]
+            fair = [fair_share(side_threads, n, cores) / fair_share(side_threads, base, cores) for n in loads]
             verdict = ""
             if side != "torch":
                 # Per load: slower than PyTorch's slowdown, and whether even the fair share is (then no scheduling
@@ -203,7 +204,7 @@ def print_table(medians: Dict[int, Dict[str, List[float]]], loads: List[int], th
                 if any(slower):
                     verdict = "SLOWER (fair share)" if all(e for x, e in zip(slower, excused) if x) else "SLOWER"
             fair_cells = " / ".join(f"{f:.1f}x" for n, f in zip(loads, fair) if n != base)
-            lost = [t - f / fair[0] * times[0] for n, t, f in zip(loads, times, fair) if n != base]  # share vs base
+            lost = [t - f * times[0] for n, t, f in zip(loads, times, fair) if n != base]
             lost_cells = " / ".join(f"{seconds * 1e3:.2f}" for seconds in lost)
             print(f"| {name} | {side} | {' | '.join(cells)} | {fair_cells} | {lost_cells} | {verdict} |")
 

@@ -7,8 +7,8 @@ operator adds its entries to this file and to no test's own list.
 - DIFFERENTIABLE: which of each forward's arrays has a gradient (the others' is None), stated here
   independently of the operator table that vjp follows.
 - backward_cases(rng, forward_cases): inputs of each differentiable backward, built from the forward cases.
-- valid_call(name): keyword arguments of a valid call of every public NumPy function, for tests that spoil one
-  argument at a time.
+- valid_call(name): keyword arguments of a valid call of each public NumPy function whose array arguments a
+  test spoils one at a time (test_first_contact).
 """
 from __future__ import annotations
 

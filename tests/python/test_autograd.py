@@ -2,17 +2,28 @@ import numpy as np
 import pytest
 
 import spatialgrad as sg
+from spatialgrad import _registry
 from spatialgrad.autograd import differentiable_ops, vjp
 from helpers import finite_difference
-from op_cases import DIFFERENTIABLE, cases
+from op_cases import DIFFERENTIABLE, backward_cases, cases
 
 CASES = {name: (arrays, options) for name, arrays, options in cases(np.random.default_rng(7))}
 
 
 def test_every_forward_is_covered():
-    # the forwards; their backwards are covered in test_second_order.py
+    # the forwards; their backwards' pullbacks are checked in test_second_order.py (with PyTorch)
     assert set(CASES) == {name for name in differentiable_ops() if not name.endswith("_backward")}
     assert set(CASES) == set(DIFFERENTIABLE)
+
+
+def test_every_forward_has_one_differentiable_backward_with_a_case():
+    ops = differentiable_ops()
+    backwards = {name for name, _, _ in backward_cases(np.random.default_rng(11), CASES)}
+    assert len(ops) == len(set(ops))
+    assert set(ops) == set(CASES) | backwards
+    # one differentiable backward per forward, each belonging to it in the operator table
+    assert len(backwards) == len(CASES)
+    assert {_registry._FIRST_OF[name] for name in backwards} == set(CASES)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

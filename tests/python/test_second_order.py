@@ -159,7 +159,8 @@ BACKWARD_CASES = {name + ("" if name != "grid_sampler_2d_backward" else "_" + o[
 
 
 def test_every_backward_is_differentiable():
-    # every function with a derivative has a case: the forwards in op_cases.cases, the backwards here
+    # every function with a derivative has a case: the forwards in op_cases.cases, the backwards in
+    # op_cases.backward_cases
     assert set(differentiable_ops()) == set(CASES) | {name for name, _, _ in BACKWARD_CASES.values()}
     assert all(name.endswith("_backward") for name, _, _ in BACKWARD_CASES.values())
     with pytest.raises(ValueError, match="expected one of the differentiable operators"):
