@@ -12,7 +12,6 @@ import pytest
 
 import spatialgrad as sg
 from spatialgrad.autograd import differentiable_ops, vjp
-from helpers import finite_difference
 from op_cases import backward_cases, cases
 
 torch = pytest.importorskip("torch")
