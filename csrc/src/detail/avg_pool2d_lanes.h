@@ -15,8 +15,8 @@ namespace spatialgrad::detail {
 // Which kernel family runs a call: planes (one plane's rows at a time), plane tiles (lanes = planes
 // packed into an L1-sized tile), channels-last (lanes = channels of the tensor itself) or direct (small
 // calls: each value straight from the window tables, on one thread; pinned, it runs where the axes fit
-// its tables and the planes number at most 1024, and the cost model chooses elsewhere). kAuto: the cost model of avg_pool2d.cpp. Every family gives the same bits (the same sums in
-// the same order per value).
+// its tables and the planes number at most 1024, and the cost model chooses elsewhere). kAuto: the cost
+// model of avg_pool2d.cpp. Every family gives the same bits (the same sums in the same order per value).
 enum class PoolStrategy { kAuto, kPlanes, kPlaneTiles, kChannelsLast, kDirect };
 
 // Pins the family of later avg_pool2d calls (tests of one family against another, crossover
