@@ -1,4 +1,4 @@
-# The README's commands. Each target bootstraps what it needs on a fresh Debian 12 machine.
+# The README's commands. Each target bootstraps what it needs on a fresh Debian 12 or 13 machine.
 VENV    ?= .venv
 PY      := $(abspath $(VENV))/bin/python
 BUILD   ?= build
@@ -6,7 +6,7 @@ JOBS    ?= 2
 CMAKE   := cmake
 ROOT    := $(CURDIR)
 
-.PHONY: all bootstrap install cpp-test python-test test asan-test clang-test fuzz lint demo examples bench bench-per-call bench-load bench-e2e sweep clean
+.PHONY: all bootstrap install cpp-test python-test test test-debian13 asan-test clang-test fuzz lint demo examples bench bench-per-call bench-load bench-e2e sweep clean
 
 all: test
 
@@ -31,15 +31,22 @@ python-test: install
 
 test: cpp-test python-test
 
+# make test and make demo in a clean clone of HEAD inside a Debian 13 root (PyTorch 2.6, NumPy 2.2, gcc 14; made
+# once by debootstrap under build/debian13/ and reused; needs root). DEBIAN13_ARGS passes options and a command,
+# e.g. make test-debian13 DEBIAN13_ARGS="--worktree make bench".
+test-debian13:
+	scripts/debian13.sh $(DEBIAN13_ARGS)
+
 # The C++ suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build directory.
 asan-test: bootstrap
 	$(CMAKE) -S . -B $(BUILD)/asan -DCMAKE_BUILD_TYPE=Debug -DSPATIALGRAD_BUILD_TESTS=ON -DSPATIALGRAD_SANITIZE=ON
 	$(CMAKE) --build $(BUILD)/asan -j $(JOBS)
 	ctest --test-dir $(BUILD)/asan --output-on-failure -j $(JOBS)
 
-# The C++ suite built with clang 14 (the library builds with GCC and clang; clang builds have no AVX2 clones).
-CLANG_CC  ?= clang-14
-CLANG_CXX ?= clang++-14
+# The C++ suite built with the release's clang (14 on Debian 12, 19 on Debian 13; the library builds with GCC and
+# clang; clang builds have no AVX2 clones).
+CLANG_CC  ?= clang
+CLANG_CXX ?= clang++
 clang-test: bootstrap
 	CC=$(CLANG_CC) CXX=$(CLANG_CXX) $(CMAKE) -S . -B $(BUILD)/clang -DSPATIALGRAD_BUILD_TESTS=ON
 	$(CMAKE) --build $(BUILD)/clang -j $(JOBS)

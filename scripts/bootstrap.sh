@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages spatialgrad needs (when run as root), then makes the venv.
+# Installs the Debian packages spatialgrad needs (when run as root), then makes the venv. The names are
+# those of Debian 12 (bookworm) and Debian 13 (trixie) alike: `clang` and `libclang-rt-dev` are each release's
+# default clang (14 on Debian 12, 19 on Debian 13) and its sanitizer/libFuzzer runtime.
 # Usage: scripts/bootstrap.sh VENV_DIR [extra Debian packages...]
 set -euo pipefail
 venv=${1:?usage: scripts/bootstrap.sh VENV_DIR [packages...]}
@@ -10,7 +12,7 @@ packages=(
   python3 python3-dev python3-venv python3-pip python3-setuptools python3-wheel
   python3-numpy python3-pytest pybind11-dev
   libgtest-dev libbenchmark-dev
-  clang-14 libclang-rt-14-dev clang-tidy
+  clang libclang-rt-dev clang-tidy
   python3-hypothesis
   python3-torch python3-torchvision python3-matplotlib
   # libtorch's headers and CMake package: the native PyTorch operators (libspatialgrad_torch) build against them
