@@ -8,6 +8,8 @@
 #   --root DIR   the root to make or reuse (default: $DEBIAN13_ROOT, else build/debian13/root)
 #   --worktree   copy the files as they are in the working tree (uncommitted edits and new files not ignored
 #                included) instead of cloning HEAD: for trying a change before committing it
+#   --keep       with --worktree: copy over the previous run's copy, keeping its builds and venv (incremental
+#                rebuilds while iterating; files deleted since the last run stay in the copy)
 #   COMMAND      run in the clone with bash (default: make test demo); e.g. scripts/debian13.sh make bench
 # Environment passed on: SPATIALGRAD_*, JOBS; DEBIAN13_MIRROR picks the mirror (default http://deb.debian.org/debian).
 set -euo pipefail
@@ -15,10 +17,12 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 root=${DEBIAN13_ROOT:-$repo/build/debian13/root}
 mirror=${DEBIAN13_MIRROR:-http://deb.debian.org/debian}
 copy_worktree=0
+keep=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --root) root=$(realpath -m "$2"); shift 2 ;;
     --worktree) copy_worktree=1; shift ;;
+    --keep) keep=1; shift ;;
     --) shift; break ;;
     -*) echo "debian13: unknown option $1" >&2; exit 2 ;;
     *) break ;;
@@ -69,7 +73,7 @@ mount_in_root /dev
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 
 clone=$root/src/spatialgrad
-rm -rf "$clone"
+if [ "$keep" = 0 ] || [ "$copy_worktree" = 0 ]; then rm -rf "$clone"; fi
 mkdir -p "$clone"
 if [ "$copy_worktree" = 1 ]; then
   # Tracked files and new ones not ignored; tracked files deleted in the working tree stay deleted.
