@@ -6,7 +6,8 @@
 
 #include "common.h"
 
-namespace spatialgrad::torch_ops {
+// (A namespace of this file's own, around its anonymous one: see "Names" in common.h.)
+namespace spatialgrad::torch_ops::avg_pool2d_kernels {
 
 namespace {
 
@@ -57,82 +58,75 @@ at::Tensor backward_cpu(const at::Tensor& grad_output, const at::Tensor& input, 
   return grad_input.tensor;
 }
 
-// The kernels' C++ signatures, for typed calls through the dispatcher.
-using BackwardSig = decltype(backward_cpu);
-
-void save_pooling(AutogradContext* ctx, at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
-                  bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
-  save_options(ctx, {kernel_size.vec(), stride.vec(), padding.vec(), ceil_mode, count_include_pad, divisor_override});
-}
-
-// Calls `op` (the forward or the backward, through the dispatcher) with the saved options after `tensors`.
-template <class Sig, class... Tensors>
-at::Tensor call_with_pooling(const c10::TypedOperatorHandle<Sig>& op, AutogradContext* ctx, const Tensors&... tensors) {
-  const auto option = [ctx](size_t i) { return saved_option(ctx, i); };
-  return op.call(tensors..., option(0).toIntVector(), option(1).toIntVector(), option(2).toIntVector(),
-                 option(3).toBool(), option(4).toBool(), option(5).template toOptional<int64_t>());
-}
-
-// A plain call's node (RecordedNode): the pooling options, and the gradient through the backward operator.
-struct AvgPool2dCall {
-  static constexpr const char* kName = "spatialgrad::AvgPool2d";
+// The pooling options of a call, which both kernels' gradients pass on.
+struct Pooling {
   std::vector<int64_t> kernel_size, stride, padding;
   bool ceil_mode, count_include_pad;
   Divisor divisor_override;
 
-  static AvgPool2dCall of(const at::Tensor& /*input*/, at::IntArrayRef kernel_size, at::IntArrayRef stride,
-                          at::IntArrayRef padding, bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
+  static Pooling of(at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
+                    bool count_include_pad, Divisor divisor_override) {
     return {kernel_size.vec(), stride.vec(), padding.vec(), ceil_mode, count_include_pad, divisor_override};
   }
+};
 
-  variable_list backward(const at::Tensor& grad, const variable_list& saved, const std::vector<bool>& wanted) const {
+// The forward's gradient: the backward kernel over the saved input (its shape and dtype).
+struct AvgPool2dCall {
+  static constexpr const char* kName = "spatialgrad::AvgPool2d";
+  Pooling pooling;
+
+  template <class... Options>
+  static AvgPool2dCall of(const at::Tensor& /*out*/, const at::Tensor& /*input*/, const Options&... options) {
+    return {Pooling::of(options...)};
+  }
+  template <class... Options>
+  static variable_list saved(const at::Tensor& input, const Options&... /*options*/) {
+    return {input};
+  }
+
+  variable_list backward(const variable_list& grads, const variable_list& saved, const std::vector<bool>& wanted) const {
     if (!wanted[0]) return {at::Tensor()};
+    const Pooling& p = pooling;
     // Without create_graph, plain tensors go straight to the CPU kernel (what the dispatcher would reach).
-    if (computes_directly(grad, saved[0])) {
-      return {backward_cpu(grad, saved[0], kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)};
+    if (computes_without_graph(grads[0], saved[0])) {
+      return {backward_cpu(grads[0], saved[0], p.kernel_size, p.stride, p.padding, p.ceil_mode, p.count_include_pad,
+                           p.divisor_override)};
     }
-    return {SG_OPERATOR("avg_pool2d_backward", BackwardSig)
-                .call(grad, saved[0], kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)};
+    return {operator_of<kBackwardSchema, decltype(backward_cpu)>().call(
+        grads[0], saved[0], p.kernel_size, p.stride, p.padding, p.ceil_mode, p.count_include_pad, p.divisor_override)};
   }
 };
 
-struct AvgPool2d : torch::autograd::Function<AvgPool2d> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, at::IntArrayRef kernel_size,
-                            at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
-                            Divisor divisor_override) {
-    save_pooling(ctx, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
-    ctx->save_for_backward({input});  // its shape and dtype
-    return call_below_autograd(SG_OPERATOR("avg_pool2d", signature::AvgPool2d), input, kernel_size, stride, padding,
-                               ceil_mode, count_include_pad, divisor_override);
+// The backward is linear in grad_output: its gradient is the forward (through the dispatcher: any order).
+struct AvgPool2dBackwardCall {
+  static constexpr const char* kName = "spatialgrad::AvgPool2dBackward";
+  Pooling pooling;
+
+  template <class... Options>
+  static AvgPool2dBackwardCall of(const at::Tensor& /*out*/, const at::Tensor& /*grad_output*/,
+                                  const at::Tensor& /*input*/, const Options&... options) {
+    return {Pooling::of(options...)};
+  }
+  template <class... Options>
+  static variable_list saved(const Options&... /*arguments*/) {
+    return {};
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const at::Tensor input = ctx->get_saved_variables()[0];
-    return gradient_of_first(call_with_pooling(SG_OPERATOR("avg_pool2d_backward", BackwardSig), ctx, grads[0], input),
-                             /*arguments=*/7);
-  }
-};
-
-struct AvgPool2dBackward : torch::autograd::Function<AvgPool2dBackward> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& grad_output, const at::Tensor& input,
-                            at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
-                            bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
-    save_pooling(ctx, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
-    return call_below_autograd(SG_OPERATOR("avg_pool2d_backward", BackwardSig), grad_output, input, kernel_size, stride,
-                               padding, ceil_mode, count_include_pad, divisor_override);
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return gradient_of_first(call_with_pooling(SG_OPERATOR("avg_pool2d", signature::AvgPool2d), ctx, grads[0]),
-                             /*arguments=*/8);  // input lends only its shape: no gradient
+  variable_list backward(const variable_list& grads, const variable_list& /*saved*/,
+                         const std::vector<bool>& wanted) const {
+    if (!wanted[0]) return {at::Tensor(), at::Tensor()};  // input lends only its shape: no gradient
+    const Pooling& p = pooling;
+    return {operator_of<kForwardSchema, decltype(forward_cpu)>().call(
+                grads[0], p.kernel_size, p.stride, p.padding, p.ceil_mode, p.count_include_pad, p.divisor_override),
+            at::Tensor()};
   }
 };
 
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
-  define_operator(m, Vmap::kFoldIntoBatch, recorded_kernel<AvgPool2d, AvgPool2dCall, &forward_cpu>(kForwardSchema),
-                  kernel<AvgPool2dBackward, &backward_cpu>(kBackwardSchema));
+  define_operator(m, Vmap::kFoldIntoBatch, kernel<AvgPool2dCall, &forward_cpu, kForwardSchema>(),
+                  kernel<AvgPool2dBackwardCall, &backward_cpu, kBackwardSchema>());
 }
 
-}  // namespace spatialgrad::torch_ops
+}  // namespace spatialgrad::torch_ops::avg_pool2d_kernels

@@ -2,6 +2,8 @@
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/Parallel.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/version.h>
 #include <pthread.h>
 
 #include <atomic>
@@ -53,6 +55,16 @@ TensorView view_of(const at::Tensor& t, const char* op, const char* arg) {
   return TensorView(t.data_ptr(), dtype, t.sizes().vec(), t.strides().vec());
 }
 
+bool is_plain(const at::Tensor& t) {
+  // A CPU tensor's keys (an inference tensor has fewer: no autograd keys), written out rather than read off a
+  // tensor made at first use, which inference mode could have stripped.
+  static const c10::DispatchKeySet kPlainCpu({c10::DispatchKey::CPU, c10::DispatchKey::AutogradCPU,
+                                              c10::DispatchKey::ADInplaceOrView, c10::DispatchKey::AutocastCPU});
+  return t.layout() == at::kStrided && kPlainCpu.isSupersetOf(t.key_set()) && !t._fw_grad(/*level=*/0).defined();
+}
+
+bool dispatch_mode_active() { return c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::Python); }
+
 bool is_channels_last(const at::Tensor& t) {
   return t.dim() == 4 && !t.is_contiguous() && t.is_contiguous(at::MemoryFormat::ChannelsLast);
 }
@@ -80,35 +92,22 @@ Output new_output_if(bool wanted, const at::Tensor& like, at::IntArrayRef shape)
   return wanted ? new_output(like, shape) : Output{};
 }
 
-void save_options(AutogradContext* ctx, std::vector<c10::IValue> options) {
-  ctx->saved_data["options"] = c10::ivalue::Tuple::create(std::move(options));
+std::vector<int64_t> sizes_of(const at::Tensor& t) {
+#if TORCH_VERSION_MAJOR >= 2
+  std::vector<int64_t> sizes;
+  for (const c10::SymInt& size : t.sym_sizes()) sizes.push_back(size.guard_int(__FILE__, __LINE__));
+  return sizes;
+#else
+  return t.sizes().vec();
+#endif
 }
 
-const c10::IValue& saved_option(AutogradContext* ctx, size_t index) {
-  return ctx->saved_data["options"].toTupleRef().elements()[index];
-}
-
-variable_list computed_only(const variable_list& outputs) {
-  variable_list computed;
-  for (const at::Tensor& output : outputs) {
-    if (output.defined()) computed.push_back(output);
+void check_no_tangent(const char* schema, const variable_list& tensors) {
+  for (const at::Tensor& t : tensors) {
+    TORCH_CHECK(!t.defined() || !t._fw_grad(/*level=*/0).defined(), "spatialgrad::", name_in(schema),
+                ": forward-mode differentiation (torch.func.jvp, torch.autograd.forward_ad) is not implemented; "
+                "reverse mode (backward, torch.func.grad, vjp, jacrev) is");
   }
-  return computed;
-}
-
-variable_list in_places(const variable_list& values, c10::ArrayRef<bool> computed) {
-  variable_list placed(computed.size());
-  size_t next = 0;
-  for (size_t i = 0; i < computed.size(); ++i) {
-    if (computed[i] && next < values.size()) placed[i] = values[next++];
-  }
-  return placed;
-}
-
-variable_list gradient_of_first(at::Tensor grad, size_t arguments) {
-  variable_list grads(arguments);
-  grads.at(0) = std::move(grad);
-  return grads;
 }
 
 void raise_no_third_order(const char* kernel, const char* forward) {
@@ -140,8 +139,48 @@ void define_kernel(torch::Library& m, Vmap vmap, Kernel kernel) {
   m.def(kernel.schema);
   const std::string name = name_in(kernel.schema);
   m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::CPU, std::move(kernel.cpu)));
-  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::AutogradCPU, std::move(kernel.autograd)));
+  // Autograd (every backend), not AutogradCPU: meta tensors (shape inference) are recorded too.
+  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::Autograd, std::move(kernel.autograd)));
   m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::FuncTorchBatched, batching_kernel(vmap)));
+}
+
+namespace {
+
+// Under autocast, a float16 or bfloat16 tensor argument in float32 (autograd records the cast: its gradient comes
+// back in its own dtype); any other argument as it is, as aten's cached_cast leaves float64 and integers.
+c10::IValue in_float32(const c10::IValue& argument) {
+  if (!argument.isTensor()) return argument;
+  const at::Tensor& t = argument.toTensor();
+  const bool lower_precision = t.defined() && (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16);
+  return lower_precision ? c10::IValue(t.to(at::kFloat)) : argument;
+}
+
+template <Autocast kPolicy>
+void autocast_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
+  const size_t arguments = op.schema().arguments().size();
+  c10::optional<at::ScalarType> input_dtype;
+  for (size_t i = stack->size() - arguments; i < stack->size(); ++i) {
+    c10::IValue& argument = (*stack)[i];
+    if (!input_dtype && argument.isTensor()) input_dtype = argument.toTensor().scalar_type();
+    argument = in_float32(argument);
+  }
+  op.callBoxed(stack);
+  if constexpr (kPolicy == Autocast::kFloat32ToInputDtype) {
+    c10::IValue& out = stack->back();
+    out = out.toTensor().to(*input_dtype);
+  }
+}
+
+}  // namespace
+
+void define_autocast(torch::Library& m, const char* name, Autocast policy) {
+  if (policy == Autocast::kNone) return;
+  torch::CppFunction kernel = policy == Autocast::kFloat32
+                                  ? torch::CppFunction::makeFromBoxedFunction<&autocast_kernel<Autocast::kFloat32>>()
+                                  : torch::CppFunction::makeFromBoxedFunction<
+                                        &autocast_kernel<Autocast::kFloat32ToInputDtype>>();
+  m.impl(name, torch::dispatch(c10::DispatchKey::AutocastCPU, std::move(kernel)));
 }
 
 Executor& torch_pool_executor() {

@@ -27,7 +27,6 @@
 
 namespace spatialgrad::torch_ops {
 
-using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // A view of `t` through its sizes and strides (no copy; only CPU tensors reach the CPU kernels). A dtype
@@ -50,18 +49,9 @@ Output new_output(const at::Tensor& like, at::IntArrayRef shape,
 // An output that is computed only when `wanted`; otherwise an undefined tensor and TensorView().
 Output new_output_if(bool wanted, const at::Tensor& like, at::IntArrayRef shape);
 
-// The non-tensor arguments of a call, kept in the autograd context for its backward, and read back.
-void save_options(AutogradContext* ctx, std::vector<c10::IValue> options);
-const c10::IValue& saved_option(AutogradContext* ctx, size_t index);
-
-// PyTorch's C++ autograd cannot wrap an undefined output: a Function returns only the outputs its
-// output_mask computed (computed_only), and in_places puts those outputs (in its autograd kernel) or their
-// cotangents (in its backward) back at their positions, undefined elsewhere.
-variable_list computed_only(const variable_list& outputs);
-variable_list in_places(const variable_list& values, c10::ArrayRef<bool> computed);
-
-// A backward's gradients when only the first of its function's `arguments` has one: `grad`, then none.
-variable_list gradient_of_first(at::Tensor grad, size_t arguments);
+// `t`'s sizes, for a gradient's options. Symbolic sizes (torch.compile(dynamic=True), torch.export) are
+// specialized: PyTorch guards on their values (the schemas take int, not SymInt, as PyTorch 1.13's did).
+std::vector<int64_t> sizes_of(const at::Tensor& t);
 
 // Whether `arg` is a tensor argument (a defined tensor, or a present and defined optional one) for which
 // `test` holds; never for the other arguments.
@@ -80,18 +70,20 @@ bool any_tensor_holds(const Test& test, const Args&... args) {
   return (tensor_holds(test, args) || ...);
 }
 
-// Tensors the CPU kernel cannot read: functorch's wrappers (vmap's BatchedTensor, the TensorWrapper of grad and
-// vjp) and Python tensor subclasses reach their handling through the dispatcher, which the autograd Functions'
-// forwards call below autograd.
-inline bool needs_dispatch(const at::Tensor& t) {
-  // Wrappers (functorch, Python subclasses), and tensors whose memory is not their value: a ZeroTensor has no
-  // data, a negative or conjugate view is read through its bit. A dual tensor (forward-mode AD) goes through
-  // Function::apply too, which raises rather than drop its tangent.
-  const c10::DispatchKeySet special({c10::DispatchKey::FuncTorchBatched, c10::DispatchKey::FuncTorchGradWrapper,
-                                     c10::DispatchKey::Python, c10::DispatchKey::ZeroTensor, c10::DispatchKey::Negative,
-                                     c10::DispatchKey::Conjugate});
-  return t.key_set().has_any(special) || t._fw_grad(/*level=*/0).defined();
-}
+// Whether the CPU kernels may read `t` as it is: a dense CPU tensor and nothing more (no dispatch key beyond a fresh
+// CPU tensor's) and no tangent. Anything else reaches its handling through the dispatcher, which the autograd
+// kernels call below autograd: functorch's wrappers (vmap's BatchedTensor, the TensorWrapper of grad and
+// vjp), autograd's own batched gradients (gradcheck's check_batched_grad), Python subclasses (FakeTensor,
+// FunctionalTensor: torch.compile, torch.export), functionalization, and tensors whose memory is not their value (a
+// ZeroTensor has no data, a negative or conjugate view is read through its bit). A dual tensor (forward-mode AD)
+// raises (check_no_tangent) rather than drop its tangent. A whitelist: a wrapper PyTorch adds
+// later is dispatched too, rather than read as memory it does not have.
+bool is_plain(const at::Tensor& t);
+inline bool needs_dispatch(const at::Tensor& t) { return !is_plain(t); }
+
+// Whether a Python dispatch mode is active on this thread (make_fx, FakeTensorMode, torch.export's tracing): it sees
+// the operators only where they go through the dispatcher, so no kernel is called directly while one is.
+bool dispatch_mode_active();
 
 // Whether a call with these arguments records an autograd graph: grad mode on and a tensor argument requiring grad.
 template <class... Args>
@@ -100,53 +92,140 @@ bool records_graph(const Args&... args) {
   return at::GradMode::is_enabled() && any_tensor_holds(requires_grad, args...);
 }
 
-// Whether an autograd kernel may call the CPU kernel itself: no graph to record and plain tensors.
+// Whether a kernel may be called directly on these arguments: plain tensors, no dispatch mode.
 template <class... Args>
 bool computes_directly(const Args&... args) {
-  return !records_graph(args...) && !any_tensor_holds(needs_dispatch, args...);
+  return !dispatch_mode_active() && !any_tensor_holds(needs_dispatch, args...);
 }
 
-// An autograd::Function's forward calling `op` (the operator's CPU kernel, through the dispatcher) below
-// autograd: on to functorch's batching kernels under vmap.
+// Whether a backward may call a CPU kernel directly: no graph to record (create_graph) and plain tensors.
+template <class... Args>
+bool computes_without_graph(const Args&... args) {
+  return !records_graph(args...) && computes_directly(args...);
+}
+
+// `op` (an operator's CPU kernel, through the dispatcher) called below autograd: on to functorch's batching
+// kernels and levels, Python modes and subclasses, functionalization.
 template <class Sig, class... Args>
 auto call_below_autograd(const c10::TypedOperatorHandle<Sig>& op, const Args&... args) {
   const at::AutoDispatchBelowADInplaceOrView below_autograd;
   return op.call(args...);
 }
 
-template <class R, size_t... I>
-R tuple_of(const variable_list& outputs, std::index_sequence<I...> /*positions*/) {
-  return R(outputs.at(I)...);
+// The name in an operator's schema (up to its argument list).
+std::string name_in(const char* schema);
+
+// The typed handle of the operator of schema kSchema (spatialgrad::<name>), whose kernels have the signature Sig.
+template <const char* kSchema, class Sig>
+const c10::TypedOperatorHandle<Sig>& operator_of() {
+  static const auto handle =
+      c10::Dispatcher::singleton().findSchemaOrThrow(("spatialgrad::" + name_in(kSchema)).c_str(), "").typed<Sig>();
+  return handle;
 }
 
-// The outputs of a kernel returning the tuple R, from its Function's variable_list: a Function returns only the
-// outputs its output_mask argument (the last one, when there is one) asks for; they go back to their places.
-template <class R, class... Args>
-R placed_outputs(const variable_list& computed, const Args&... args) {
-  constexpr size_t kOutputs = std::tuple_size_v<R>;
-  const auto arguments = std::tie(args...);
-  const auto& last = std::get<sizeof...(Args) - 1>(arguments);
-  if constexpr (std::is_same_v<std::decay_t<decltype(last)>, std::array<bool, kOutputs>>) {
-    return tuple_of<R>(in_places(computed, last), std::make_index_sequence<kOutputs>());
-  } else {
-    return tuple_of<R>(computed, std::make_index_sequence<kOutputs>());
+// ---- autograd: each recorded call is a node ------------------------------------------------------------------
+//
+// The autograd kernels record their calls as PyTorch's generated code records aten's: a Node holding the next edges,
+// the tensor arguments its gradients read (SavedVariables) and a `Call` (the options), whose backward computes the
+// gradients by calling other operators: a CPU kernel directly for plain tensors without create_graph, else through
+// the dispatcher, where create_graph records them in turn (a linear operator's backward calls its forward: any
+// order) and functorch, FakeTensor and the tracers see them. torch::autograd::Function did this before; it cost
+// 1.3 us more per call (a two-input (1,2,8,8) call, graph recorded minus not: 2.7 vs 1.3 us: its AutogradContext,
+// the VariableInfo of every input, a second trip through the dispatcher), and PyTorch 2 refuses it under functorch
+// transforms ("cannot use C++ torch::autograd::Function with functorch transforms").
+//
+// Call: a copyable struct with
+//   static constexpr const char* kName;                    the node's name, "spatialgrad::<Kernel>"
+//   static Call of(const R& out, const Args&... args);     the options the gradients need
+//   static variable_list saved(const Args&... args);       the tensors they read, saved with the node
+//   variable_list backward(const variable_list& grads, const variable_list& saved,
+//                          const std::vector<bool>& wanted) const;
+// `grads` has one cotangent per output (undefined: none reached it, zeros; never all undefined), `wanted` one entry
+// per tensor argument of the call (optional ones included), and backward returns one gradient (or an undefined
+// tensor) per tensor argument.
+template <class Call>
+class RecordedNode final : public torch::autograd::Node {
+ public:
+  explicit RecordedNode(Call call) : call_(std::move(call)) {}
+
+  // Saves the tensors once the next edges hold their gradient accumulators: a SavedVariable of a leaf keeps only a
+  // weak reference to its accumulator, which unpacking under saved-tensor hooks needs alive.
+  void save(const variable_list& tensors) {
+    saved_.reserve(tensors.size());
+    for (const at::Tensor& t : tensors) saved_.emplace_back(t, /*is_output=*/false);
   }
+
+  variable_list apply(variable_list&& grads) override {
+    // Node's mutex, as PyTorch's generated nodes take it: two threads' backward passes over one graph (one
+    // retaining it, one releasing) must not unpack and reset the saved tensors at once.
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto defined = [](const at::Tensor& g) { return g.defined(); };
+    if (std::none_of(grads.begin(), grads.end(), defined)) return variable_list(num_outputs());
+    variable_list saved;
+    saved.reserve(saved_.size());
+    for (const torch::autograd::SavedVariable& s : saved_) saved.push_back(s.unpack());
+    std::vector<bool> wanted(num_outputs());
+    for (size_t i = 0; i < wanted.size(); ++i) wanted[i] = task_should_compute_output(i);
+    return call_.backward(grads, saved, wanted);
+  }
+
+  std::string name() const override { return Call::kName; }
+
+  void release_variables() override {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    for (torch::autograd::SavedVariable& s : saved_) s.reset_data();
+  }
+
+ private:
+  Call call_;
+  std::vector<torch::autograd::SavedVariable> saved_;
+};
+
+// The tensor arguments of a call, in order, an absent optional one as an undefined tensor (a node's inputs).
+template <class... Args>
+variable_list tensor_arguments(const Args&... args) {
+  variable_list tensors;
+  const auto add = [&tensors](const auto& arg) {
+    using T = std::decay_t<decltype(arg)>;
+    if constexpr (std::is_same_v<T, at::Tensor>) tensors.push_back(arg);
+    if constexpr (std::is_same_v<T, c10::optional<at::Tensor>>) tensors.push_back(arg.value_or(at::Tensor()));
+  };
+  (add(args), ...);
+  return tensors;
 }
 
-// The autograd kernel of an operator whose CPU kernel is kCpu and whose autograd::Function is Function: the CPU
-// kernel itself when it computes directly (no node, no saved options: a call without gradients costs what the
-// CPU kernel costs), else Function::apply.
-template <class Function, auto kCpu>
-struct AutogradKernel;
-template <class Function, class R, class... Args, R (*kCpu)(Args...)>
-struct AutogradKernel<Function, kCpu> {
+// A kernel's outputs as a list (an output_mask leaves some undefined).
+inline variable_list outputs_of(const at::Tensor& out) { return {out}; }
+template <class... Ts>
+variable_list outputs_of(const std::tuple<Ts...>& out) {
+  return std::apply([](const auto&... t) { return variable_list{t...}; }, out);
+}
+
+// Raises where a tensor argument carries a tangent (forward-mode AD: torch.func.jvp, torch.autograd.forward_ad),
+// which the kernels have no formula for, rather than drop it.
+void check_no_tangent(const char* schema, const variable_list& tensors);
+
+// `outputs` of a call with tensor arguments `inputs` recorded as the outputs of a RecordedNode<Call>.
+template <class Call>
+void record_call(Call call, variable_list outputs, const variable_list& inputs, const variable_list& saved) {
+  const std::shared_ptr<RecordedNode<Call>> node(new RecordedNode<Call>(std::move(call)), torch::autograd::deleteNode);
+  node->set_next_edges(torch::autograd::collect_next_edges(inputs));
+  node->save(saved);
+  torch::autograd::set_history(outputs, node);
+}
+
+// The autograd kernel of the kernel kCpu (schema kSchema) whose calls RecordedNode<Call> records: plain tensors go
+// to kCpu, anything else through the dispatcher below autograd; a call that records a graph gets its node.
+template <class Call, auto kCpu, const char* kSchema>
+struct RecordingKernel;
+template <class Call, class R, class... Args, R (*kCpu)(Args...), const char* kSchema>
+struct RecordingKernel<Call, kCpu, kSchema> {
   static R call(Args... args) {
-    if (computes_directly(args...)) return kCpu(args...);
-    if constexpr (std::is_same_v<R, at::Tensor>) {
-      return Function::apply(args...);
-    } else {
-      return placed_outputs<R>(Function::apply(args...), args...);
-    }
+    const variable_list inputs = tensor_arguments(args...);
+    check_no_tangent(kSchema, inputs);
+    R out = computes_directly(args...) ? kCpu(args...) : call_below_autograd(operator_of<kSchema, R(Args...)>(), args...);
+    if (records_graph(args...)) record_call(Call::of(out, args...), outputs_of(out), inputs, Call::saved(args...));
+    return out;
   }
 };
 
@@ -163,15 +242,30 @@ struct Kernel {
   torch::CppFunction cpu, autograd;
 };
 
-// The kernel with schema `schema`, CPU kernel kCpu and autograd kernel Autograd::call (by default
-// AutogradKernel<Function, kCpu>'s).
-template <class Function, auto kCpu, class Autograd = AutogradKernel<Function, kCpu>>
-Kernel kernel(const char* schema) {
-  return Kernel{schema, torch::CppFunction(TORCH_FN(kCpu)), torch::CppFunction(TORCH_FN(Autograd::call))};
+// The kernel kCpu of schema kSchema, whose calls RecordedNode<Call> records.
+template <class Call, auto kCpu, const char* kSchema>
+Kernel kernel() {
+  return Kernel{kSchema, torch::CppFunction(TORCH_FN(kCpu)),
+                torch::CppFunction(TORCH_FN((RecordingKernel<Call, kCpu, kSchema>::call)))};
 }
 
 void define_kernel(torch::Library& m, Vmap vmap, Kernel kernel);
 
+// What a forward does under torch.autocast("cpu"), the policy of its PyTorch counterpart (measured on PyTorch 1.13
+// and 2.6, torchvision 0.14 and 0.21): kNone runs in the dtypes it is given (avg_pool2d, upsample_bilinear2d as
+// aten's, ms_deform_attn as mmcv's); kFloat32 casts float16/bfloat16 tensors to float32 and returns float32
+// (aten's grid_sampler); kFloat32ToInputDtype computes so, then casts the output to the first tensor argument's
+// dtype (torchvision 0.21's roi_align).
+enum class Autocast { kNone, kFloat32, kFloat32ToInputDtype };
+// Registers `name`'s AutocastCPU kernel for `policy` (none for kNone: autocast falls through).
+void define_autocast(torch::Library& m, const char* name, Autocast policy);
+
+// Names. Each operator's file defines its kernels, schemas and Calls in an anonymous namespace inside a namespace of
+// its own (spatialgrad::torch_ops::<op>_kernels): GCC 14 gives the instantiations of the templates above over them
+// (RecordingKernel, RecordedNode, operator_of) vague linkage, under names the anonymous namespace alone leaves the
+// same in every file (kForwardSchema, forward_cpu, ...), and the linker kept one file's instantiation for all
+// (ms_deform_attn's third derivative raised grid_sample's message).
+//
 // Defines an operator's kernels (its forward, backward, ...) in the library, in a TORCH_LIBRARY_FRAGMENT of the
 // operator's file, each with its CPU and autograd kernels and `vmap`'s batching rule.
 template <class... Kernels>
@@ -179,134 +273,27 @@ void define_operator(torch::Library& m, Vmap vmap, Kernels... kernels) {
   (define_kernel(m, vmap, std::move(kernels)), ...);
 }
 
-// ---- plain calls recorded without torch::autograd::Function ----------------------------------------------
-//
-// Function::apply costs about 1.3 us more per call than PyTorch's generated nodes (measured on a two-input
-// (1,2,8,8) call, graph recorded minus not: 2.7 vs 1.3 us): its AutogradContext (a hash map of IValues), the
-// VariableInfo of every input, the general _wrap_outputs, and a second trip through the dispatcher. For plain
-// tensors (records_plainly) an autograd kernel computes with its CPU kernel and records a RecordedNode, as the
-// generated code does: the inputs' SavedVariables and a `Call` that holds the options and computes the
-// gradients, with the CPU backward kernel for plain tensors without create_graph, else through the dispatcher
-// (with create_graph the backward's own autograd kernel records it, through Function as before). Functorch's
-// wrappers, subclasses and dual tensors keep Function::apply.
-//
-// Call: a copyable struct with `static constexpr const char* kName` and
-//   variable_list backward(const at::Tensor& grad, const variable_list& saved, const std::vector<bool>& wanted)
-// returning one gradient (or an undefined tensor) per tensor input; `wanted[i]`: input i's is needed.
-template <class Call>
-class RecordedNode final : public torch::autograd::Node {
- public:
-  explicit RecordedNode(Call call) : call_(std::move(call)) {}
-
-  // Saves the inputs once the next edges hold their gradient accumulators: a SavedVariable of a leaf keeps
-  // only a weak reference to its accumulator, which unpacking under saved-tensor hooks needs alive.
-  void save_inputs(const variable_list& inputs) {
-    saved_.reserve(inputs.size());
-    for (const at::Tensor& input : inputs) saved_.emplace_back(input, /*is_output=*/false);
-  }
-
-  variable_list apply(variable_list&& grads) override {
-    // Node's mutex, as PyTorch's generated nodes take it: two threads' backward passes over one graph (one
-    // retaining it, one releasing) must not unpack and reset the saved inputs at once.
-    const std::lock_guard<std::mutex> lock(mutex_);
-    // An absent cotangent is zeros, as Function materializes it.
-    const at::Tensor grad = grads[0].defined() ? grads[0] : input_metadata(0).zeros_like();
-    variable_list saved;
-    saved.reserve(saved_.size());
-    for (const torch::autograd::SavedVariable& s : saved_) saved.push_back(s.unpack());
-    std::vector<bool> wanted(num_outputs());
-    for (size_t i = 0; i < wanted.size(); ++i) wanted[i] = task_should_compute_output(i);
-    return call_.backward(grad, saved, wanted);
-  }
-
-  std::string name() const override { return Call::kName; }
-
-  void release_variables() override {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    for (torch::autograd::SavedVariable& s : saved_) s.reset_data();
-  }
-
- private:
-  Call call_;
-  std::vector<torch::autograd::SavedVariable> saved_;
-};
-
-// Whether an autograd kernel records its call with a RecordedNode: a graph to record, plain tensors.
-template <class... Args>
-bool records_plainly(const Args&... args) {
-  return records_graph(args...) && !any_tensor_holds(needs_dispatch, args...);
-}
-
-// `output` (the CPU kernel's result for `inputs`) as the output of a RecordedNode<Call>.
-template <class Call>
-at::Tensor record_call(Call call, at::Tensor output, const variable_list& inputs) {
-  const std::shared_ptr<RecordedNode<Call>> node(new RecordedNode<Call>(std::move(call)), torch::autograd::deleteNode);
-  node->set_next_edges(torch::autograd::collect_next_edges(inputs));
-  node->save_inputs(inputs);
-  torch::autograd::set_history(output, node);
-  return output;
-}
-
-// The tensor arguments of a call, in order (a RecordedNode's inputs).
-template <class... Args>
-variable_list tensor_arguments(const Args&... args) {
-  variable_list tensors;
-  const auto add = [&tensors](const auto& arg) {
-    if constexpr (std::is_same_v<std::decay_t<decltype(arg)>, at::Tensor>) tensors.push_back(arg);
-  };
-  (add(args), ...);
-  return tensors;
-}
-
-// The autograd kernel of a forward kCpu whose plain calls are recorded with RecordedNode<Call> (Call::of(args...)
-// keeps the options); any other call is AutogradKernel<Function, kCpu>'s.
-template <class Function, class Call, auto kCpu>
-struct RecordingAutogradKernel;
-template <class Function, class Call, class... Args, at::Tensor (*kCpu)(Args...)>
-struct RecordingAutogradKernel<Function, Call, kCpu> {
-  static at::Tensor call(Args... args) {
-    if (records_plainly(args...)) return record_call(Call::of(args...), kCpu(args...), tensor_arguments(args...));
-    return AutogradKernel<Function, kCpu>::call(args...);
-  }
-};
-
-// kernel<Function, kCpu>(schema) with plain calls recorded by RecordedNode<Call>.
-template <class Function, class Call, auto kCpu>
-Kernel recorded_kernel(const char* schema) {
-  return kernel<Function, kCpu, RecordingAutogradKernel<Function, Call, kCpu>>(schema);
-}
-
 // The RuntimeError of differentiating a second-order kernel (`kernel`, of the operator `forward`).
 [[noreturn]] void raise_no_third_order(const char* kernel, const char* forward);
 
-// The name in an operator's schema (up to its argument list).
-std::string name_in(const char* schema);
-
-// The autograd::Function of a second-order kernel (schema kSchema, C++ signature Sig) of the operator kOperator:
-// its forward calls the kernel below autograd and returns the outputs it computed; its derivative raises (third
-// order is not implemented).
-template <const char* kSchema, class Sig, const char* kOperator>
-struct SecondOrderFunction : torch::autograd::Function<SecondOrderFunction<kSchema, Sig, kOperator>> {
-  template <class... Args>
-  static variable_list forward(AutogradContext* /*ctx*/, const Args&... args) {
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow(("spatialgrad::" + name_in(kSchema)).c_str(), "")
-                               .template typed<Sig>();
-    const auto outputs = call_below_autograd(op, args...);
-    return computed_only(std::apply([](const auto&... output) { return variable_list{output...}; }, outputs));
+// The Call of a second-order kernel (schema kSchema, node name kName) of the operator kOperator: its derivative
+// raises (third order is not implemented).
+template <const char* kNodeName, const char* kSchema, const char* kOperator>
+struct SecondOrderCall {
+  static constexpr const char* kName = kNodeName;
+  template <class R, class... Args>
+  static SecondOrderCall of(const R& /*out*/, const Args&... /*args*/) {
+    return {};
   }
-
-  static variable_list backward(AutogradContext* /*ctx*/, variable_list /*grads*/) {
+  template <class... Args>
+  static variable_list saved(const Args&... /*args*/) {
+    return {};
+  }
+  variable_list backward(const variable_list& /*grads*/, const variable_list& /*saved*/,
+                         const std::vector<bool>& /*wanted*/) const {
     raise_no_third_order(name_in(kSchema).c_str(), kOperator);
   }
 };
-
-// The kernel of a second-order kernel kCpu (schema kSchema) of the operator kOperator, with SecondOrderFunction
-// as its autograd::Function.
-template <auto kCpu, const char* kSchema, const char* kOperator>
-Kernel second_order_kernel() {
-  return kernel<SecondOrderFunction<kSchema, std::remove_pointer_t<decltype(kCpu)>, kOperator>, kCpu>(kSchema);
-}
 
 // Raises a spatialgrad::Error as the c10 error PyTorch maps to the same Python exception (c10::ValueError,
 // TypeError, IndexError; an OverflowError kind has no c10 type in PyTorch 1.13 and is a RuntimeError).

@@ -10,7 +10,8 @@
 
 #include "common.h"
 
-namespace spatialgrad::torch_ops {
+// (A namespace of this file's own, around its anonymous one: see "Names" in common.h.)
+namespace spatialgrad::torch_ops::grid_sampler_2d_kernels {
 
 namespace {
 
@@ -93,96 +94,83 @@ Triple double_backward_cpu(const OptionalTensor& grad_grad_input, const Optional
   return {d_grad_output.tensor, d_input.tensor, d_grid.tensor};
 }
 
-// The kernels' C++ signatures, for typed calls through the dispatcher.
 using BackwardSig = decltype(backward_cpu);
 using DoubleBackwardSig = decltype(double_backward_cpu);
 
-void save_modes(AutogradContext* ctx, int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
-  save_options(ctx, {interpolation_mode, padding_mode, align_corners});
-}
-
-// A plain call's node (RecordedNode): the modes, and the gradients through the backward operator.
-struct GridSampler2dCall {
-  static constexpr const char* kName = "spatialgrad::GridSampler2d";
+// The sampling modes of a call, which every kernel's gradient passes on.
+struct Modes {
   int64_t interpolation_mode, padding_mode;
   bool align_corners;
+};
 
-  static GridSampler2dCall of(const at::Tensor& /*input*/, const at::Tensor& /*grid*/, int64_t interpolation_mode,
-                              int64_t padding_mode, bool align_corners) {
-    return {interpolation_mode, padding_mode, align_corners};
+// The forward's gradients: the backward kernel over the saved input and grid, only those wanted.
+struct GridSampler2dCall {
+  static constexpr const char* kName = "spatialgrad::GridSampler2d";
+  Modes modes;
+
+  static GridSampler2dCall of(const at::Tensor& /*out*/, const at::Tensor& /*input*/, const at::Tensor& /*grid*/,
+                              int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
+    return {{interpolation_mode, padding_mode, align_corners}};
+  }
+  template <class... Options>
+  static variable_list saved(const at::Tensor& input, const at::Tensor& grid, const Options&... /*options*/) {
+    return {input, grid};
   }
 
-  variable_list backward(const at::Tensor& grad, const variable_list& saved, const std::vector<bool>& wanted) const {
-    if (!wanted[0] && !wanted[1]) return {{}, {}};
+  variable_list backward(const variable_list& grads, const variable_list& saved, const std::vector<bool>& wanted) const {
     const std::array<bool, 2> mask{wanted[0], wanted[1]};
+    if (!mask[0] && !mask[1]) return {{}, {}};
+    const Modes& m = modes;
     // Without create_graph, plain tensors go straight to the CPU kernel (what the dispatcher would reach).
-    const Pair g = computes_directly(grad, saved[0], saved[1])
-                       ? backward_cpu(grad, saved[0], saved[1], interpolation_mode, padding_mode, align_corners, mask)
-                       : SG_OPERATOR("grid_sampler_2d_backward", BackwardSig)
-                             .call(grad, saved[0], saved[1], interpolation_mode, padding_mode, align_corners, mask);
+    const Pair g = computes_without_graph(grads[0], saved[0], saved[1])
+                       ? backward_cpu(grads[0], saved[0], saved[1], m.interpolation_mode, m.padding_mode,
+                                      m.align_corners, mask)
+                       : operator_of<kBackwardSchema, BackwardSig>().call(
+                             grads[0], saved[0], saved[1], m.interpolation_mode, m.padding_mode, m.align_corners, mask);
     return {std::get<0>(g), std::get<1>(g)};
   }
 };
 
-struct GridSampler2d : torch::autograd::Function<GridSampler2d> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& grid,
-                            int64_t interpolation_mode, int64_t padding_mode, bool align_corners) {
-    save_modes(ctx, interpolation_mode, padding_mode, align_corners);
-    ctx->save_for_backward({input, grid});
-    return call_below_autograd(SG_OPERATOR("grid_sampler_2d", signature::GridSampler2d), input, grid,
-                               interpolation_mode, padding_mode, align_corners);
+// The backward's gradients: the second-order kernel, with the cotangents of the gradients it computed.
+struct GridSampler2dBackwardCall {
+  static constexpr const char* kName = "spatialgrad::GridSampler2dBackward";
+  Modes modes;
+
+  static GridSampler2dBackwardCall of(const Pair& /*out*/, const at::Tensor& /*grad_output*/,
+                                      const at::Tensor& /*input*/, const at::Tensor& /*grid*/,
+                                      int64_t interpolation_mode, int64_t padding_mode, bool align_corners,
+                                      std::array<bool, 2> /*output_mask*/) {
+    return {{interpolation_mode, padding_mode, align_corners}};
+  }
+  template <class... Options>
+  static variable_list saved(const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& grid,
+                             const Options&... /*options*/) {
+    return {grad_output, input, grid};
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list saved = ctx->get_saved_variables();
-    const Pair grad =
-        SG_OPERATOR("grid_sampler_2d_backward", BackwardSig)
-            .call(grads[0], saved[0], saved[1], saved_option(ctx, 0).toInt(), saved_option(ctx, 1).toInt(),
-                  saved_option(ctx, 2).toBool(), {ctx->needs_input_grad(0), ctx->needs_input_grad(1)});
-    return {std::get<0>(grad), std::get<1>(grad), {}, {}, {}};
-  }
-};
-
-struct GridSampler2dBackward : torch::autograd::Function<GridSampler2dBackward> {
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& grad_output, const at::Tensor& input,
-                               const at::Tensor& grid, int64_t interpolation_mode, int64_t padding_mode,
-                               bool align_corners, std::array<bool, 2> output_mask) {
-    save_modes(ctx, interpolation_mode, padding_mode, align_corners);
-    ctx->saved_data["output_mask"] = c10::List<bool>({output_mask[0], output_mask[1]});
-    ctx->save_for_backward({grad_output, input, grid});
-    ctx->set_materialize_grads(false);  // an absent cotangent stays absent (zeros) down to the kernel
-    const Pair grad = call_below_autograd(SG_OPERATOR("grid_sampler_2d_backward", BackwardSig), grad_output, input,
-                                          grid, interpolation_mode, padding_mode, align_corners, output_mask);
-    return computed_only({std::get<0>(grad), std::get<1>(grad)});
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const c10::List<bool> mask = ctx->saved_data["output_mask"].toBoolList();
-    // A gradient the backward did not compute has no cotangent.
-    const variable_list placed = in_places(grads, {mask[0], mask[1]});
+  variable_list backward(const variable_list& grads, const variable_list& saved, const std::vector<bool>& wanted) const {
+    // A gradient the backward did not compute (its output_mask) has no cotangent.
     const auto cotangent = [](const at::Tensor& g) { return g.defined() ? OptionalTensor(g) : c10::nullopt; };
-    const OptionalTensor u = cotangent(placed[0]);
-    const OptionalTensor v = cotangent(placed[1]);
-    if (!u && !v) return variable_list(7);
-    const variable_list saved = ctx->get_saved_variables();
-    const Triple d = SG_OPERATOR("grid_sampler_2d_double_backward", DoubleBackwardSig)
-                         .call(u, v, saved[0], saved[1], saved[2], saved_option(ctx, 0).toInt(),
-                               saved_option(ctx, 1).toInt(), saved_option(ctx, 2).toBool(),
-                               {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)});
-    return {std::get<0>(d), std::get<1>(d), std::get<2>(d), {}, {}, {}, {}};
+    const Modes& m = modes;
+    const Triple d = operator_of<kDoubleBackwardSchema, DoubleBackwardSig>().call(
+        cotangent(grads[0]), cotangent(grads[1]), saved[0], saved[1], saved[2], m.interpolation_mode, m.padding_mode,
+        m.align_corners, {wanted[0], wanted[1], wanted[2]});
+    return {std::get<0>(d), std::get<1>(d), std::get<2>(d)};
   }
 };
 
-// The forward's name in spatialgrad.torch, for the message of a third derivative.
+// The forward's name in spatialgrad.torch, for the message of a third derivative, and the second-order node's.
 constexpr char kOperatorName[] = "grid_sample";
+constexpr char kDoubleBackwardNode[] = "spatialgrad::GridSampler2dDoubleBackward";
+using GridSampler2dDoubleBackwardCall = SecondOrderCall<kDoubleBackwardNode, kDoubleBackwardSchema, kOperatorName>;
 
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
-  define_operator(m, Vmap::kFoldIntoBatch,
-                  recorded_kernel<GridSampler2d, GridSampler2dCall, &forward_cpu>(kForwardSchema),
-                  kernel<GridSampler2dBackward, &backward_cpu>(kBackwardSchema),
-                  second_order_kernel<&double_backward_cpu, kDoubleBackwardSchema, kOperatorName>());
+  define_operator(m, Vmap::kFoldIntoBatch, kernel<GridSampler2dCall, &forward_cpu, kForwardSchema>(),
+                  kernel<GridSampler2dBackwardCall, &backward_cpu, kBackwardSchema>(),
+                  kernel<GridSampler2dDoubleBackwardCall, &double_backward_cpu, kDoubleBackwardSchema>());
+  define_autocast(m, "grid_sampler_2d", Autocast::kFloat32);
 }
 
-}  // namespace spatialgrad::torch_ops
+}  // namespace spatialgrad::torch_ops::grid_sampler_2d_kernels

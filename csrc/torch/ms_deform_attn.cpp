@@ -10,7 +10,8 @@
 
 #include "common.h"
 
-namespace spatialgrad::torch_ops {
+// (A namespace of this file's own, around its anonymous one: see "Names" in common.h.)
+namespace spatialgrad::torch_ops::ms_deform_attn_kernels {
 
 namespace {
 
@@ -129,57 +130,61 @@ using DoubleBackwardSig = decltype(double_backward_cpu);
 
 OptionalTensor cotangent(const at::Tensor& grad) { return grad.defined() ? OptionalTensor(grad) : c10::nullopt; }
 
-struct MsDeformAttn : torch::autograd::Function<MsDeformAttn> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& value, const at::Tensor& spatial_shapes,
-                            const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
-                            const at::Tensor& attention_weights, int64_t im2col_step) {
-    ctx->save_for_backward({value, spatial_shapes, level_start_index, sampling_locations, attention_weights});
-    return call_below_autograd(SG_OPERATOR("ms_deform_attn", signature::MsDeformAttn), value, spatial_shapes,
-                               level_start_index, sampling_locations, attention_weights, im2col_step);
+// The forward's gradients: the backward kernel over the saved inputs (value, the two index tensors, locations and
+// weights), which computes all three.
+struct MsDeformAttnCall {
+  static constexpr const char* kName = "spatialgrad::MsDeformAttn";
+
+  template <class... Arguments>
+  static MsDeformAttnCall of(const at::Tensor& /*out*/, const Arguments&... /*arguments*/) {
+    return {};
+  }
+  static variable_list saved(const at::Tensor& value, const at::Tensor& spatial_shapes,
+                             const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
+                             const at::Tensor& attention_weights, int64_t /*im2col_step*/) {
+    return {value, spatial_shapes, level_start_index, sampling_locations, attention_weights};
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const variable_list s = ctx->get_saved_variables();
-    const Triple g =
-        SG_OPERATOR("ms_deform_attn_backward", BackwardSig).call(s[0], s[1], s[2], s[3], s[4], grads[0], 64);
-    return {std::get<0>(g), {}, {}, std::get<1>(g), std::get<2>(g), {}};
-  }
-};
-
-struct MsDeformAttnBackward : torch::autograd::Function<MsDeformAttnBackward> {
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& value, const at::Tensor& spatial_shapes,
-                               const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
-                               const at::Tensor& attention_weights, const at::Tensor& grad_output,
-                               int64_t im2col_step) {
-    ctx->save_for_backward(
-        {value, spatial_shapes, level_start_index, sampling_locations, attention_weights, grad_output});
-    ctx->set_materialize_grads(false);  // an absent cotangent stays absent (zeros) down to the kernel
-    const Triple g =
-        call_below_autograd(SG_OPERATOR("ms_deform_attn_backward", BackwardSig), value, spatial_shapes,
-                            level_start_index, sampling_locations, attention_weights, grad_output, im2col_step);
-    return {std::get<0>(g), std::get<1>(g), std::get<2>(g)};
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    if (!grads[0].defined() && !grads[1].defined() && !grads[2].defined()) return variable_list(7);
-    const variable_list s = ctx->get_saved_variables();
-    const Quadruple d =
-        SG_OPERATOR("ms_deform_attn_double_backward", DoubleBackwardSig)
-            .call(s[0], s[1], s[2], s[3], s[4], s[5], cotangent(grads[0]), cotangent(grads[1]), cotangent(grads[2]));
-    return {std::get<0>(d), {}, {}, std::get<1>(d), std::get<2>(d), std::get<3>(d), {}};
+  variable_list backward(const variable_list& grads, const variable_list& s, const std::vector<bool>& /*wanted*/) const {
+    const Triple g = operator_of<kBackwardSchema, BackwardSig>().call(s[0], s[1], s[2], s[3], s[4], grads[0], 64);
+    return {std::get<0>(g), {}, {}, std::get<1>(g), std::get<2>(g)};
   }
 };
 
-// The forward's name in spatialgrad.torch, for the message of a third derivative.
+// The backward's gradients: the second-order kernel, with the cotangents of its three gradients.
+struct MsDeformAttnBackwardCall {
+  static constexpr const char* kName = "spatialgrad::MsDeformAttnBackward";
+
+  template <class... Arguments>
+  static MsDeformAttnBackwardCall of(const Triple& /*out*/, const Arguments&... /*arguments*/) {
+    return {};
+  }
+  static variable_list saved(const at::Tensor& value, const at::Tensor& spatial_shapes,
+                             const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
+                             const at::Tensor& attention_weights, const at::Tensor& grad_output,
+                             int64_t /*im2col_step*/) {
+    return {value, spatial_shapes, level_start_index, sampling_locations, attention_weights, grad_output};
+  }
+
+  variable_list backward(const variable_list& grads, const variable_list& s, const std::vector<bool>& /*wanted*/) const {
+    const Quadruple d = operator_of<kDoubleBackwardSchema, DoubleBackwardSig>().call(
+        s[0], s[1], s[2], s[3], s[4], s[5], cotangent(grads[0]), cotangent(grads[1]), cotangent(grads[2]));
+    return {std::get<0>(d), {}, {}, std::get<1>(d), std::get<2>(d), std::get<3>(d)};
+  }
+};
+
+// The forward's name in spatialgrad.torch, for the message of a third derivative, and the second-order node's.
 constexpr char kOperatorName[] = "ms_deform_attn";
+constexpr char kDoubleBackwardNode[] = "spatialgrad::MsDeformAttnDoubleBackward";
+using MsDeformAttnDoubleBackwardCall = SecondOrderCall<kDoubleBackwardNode, kDoubleBackwardSchema, kOperatorName>;
 
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
   // spatial_shapes and level_start_index are shared by the images of a call (batching.cpp).
-  define_operator(m, Vmap::kFoldIntoBatch, kernel<MsDeformAttn, &forward_cpu>(kForwardSchema),
-                  kernel<MsDeformAttnBackward, &backward_cpu>(kBackwardSchema),
-                  second_order_kernel<&double_backward_cpu, kDoubleBackwardSchema, kOperatorName>());
+  define_operator(m, Vmap::kFoldIntoBatch, kernel<MsDeformAttnCall, &forward_cpu, kForwardSchema>(),
+                  kernel<MsDeformAttnBackwardCall, &backward_cpu, kBackwardSchema>(),
+                  kernel<MsDeformAttnDoubleBackwardCall, &double_backward_cpu, kDoubleBackwardSchema>());
 }
 
-}  // namespace spatialgrad::torch_ops
+}  // namespace spatialgrad::torch_ops::ms_deform_attn_kernels

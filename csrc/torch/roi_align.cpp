@@ -9,7 +9,8 @@
 
 #include "common.h"
 
-namespace spatialgrad::torch_ops {
+// (A namespace of this file's own, around its anonymous one: see "Names" in common.h.)
+namespace spatialgrad::torch_ops::roi_align_kernels {
 
 namespace {
 
@@ -60,48 +61,62 @@ at::Tensor backward_cpu(const at::Tensor& grad, const at::Tensor& rois, double s
 // The kernels' C++ signatures, for typed calls through the dispatcher.
 using BackwardSig = decltype(backward_cpu);
 
-// Options: spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned; then the input's shape.
-void save_roi_options(AutogradContext* ctx, double spatial_scale, int64_t pooled_height, int64_t pooled_width,
-                      int64_t sampling_ratio, bool aligned, std::vector<int64_t> input_shape) {
-  save_options(ctx, {spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned, std::move(input_shape)});
-}
+// The options of a call, which both kernels' gradients pass on.
+struct Pooling {
+  double spatial_scale;
+  int64_t pooled_height, pooled_width, sampling_ratio;
+  bool aligned;
+};
 
-struct RoiAlign : torch::autograd::Function<RoiAlign> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& rois, double spatial_scale,
-                            int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio, bool aligned) {
-    save_roi_options(ctx, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned, input.sizes().vec());
-    ctx->save_for_backward({rois});
-    return call_below_autograd(SG_OPERATOR("roi_align", signature::RoiAlign), input, rois, spatial_scale, pooled_height,
-                               pooled_width, sampling_ratio, aligned);
+// The forward's gradient (input's: rois get none): the backward kernel over the saved rois, to the input's shape.
+struct RoiAlignCall {
+  static constexpr const char* kName = "spatialgrad::RoiAlign";
+  Pooling pooling;
+  std::vector<int64_t> input_shape;
+
+  static RoiAlignCall of(const at::Tensor& /*out*/, const at::Tensor& input, const at::Tensor& /*rois*/,
+                         double spatial_scale, int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
+                         bool aligned) {
+    return {{spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned}, sizes_of(input)};
+  }
+  template <class... Options>
+  static variable_list saved(const at::Tensor& /*input*/, const at::Tensor& rois, const Options&... /*options*/) {
+    return {rois};
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto option = [ctx](size_t i) { return saved_option(ctx, i); };
-    const std::vector<int64_t> shape = option(5).toIntVector();
-    return gradient_of_first(
-        SG_OPERATOR("roi_align_backward", BackwardSig)
-            .call(grads[0], ctx->get_saved_variables()[0], option(0).toDouble(), option(1).toInt(), option(2).toInt(),
-                  shape[0], shape[1], shape[2], shape[3], option(3).toInt(), option(4).toBool()),
-        /*arguments=*/7);
+  variable_list backward(const variable_list& grads, const variable_list& saved, const std::vector<bool>& wanted) const {
+    if (!wanted[0]) return {at::Tensor(), at::Tensor()};
+    const Pooling& p = pooling;
+    const std::vector<int64_t>& shape = input_shape;
+    return {operator_of<kBackwardSchema, BackwardSig>().call(grads[0], saved[0], p.spatial_scale, p.pooled_height,
+                                                             p.pooled_width, shape[0], shape[1], shape[2], shape[3],
+                                                             p.sampling_ratio, p.aligned),
+            at::Tensor()};
   }
 };
 
-struct RoiAlignBackward : torch::autograd::Function<RoiAlignBackward> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& grad, const at::Tensor& rois, double spatial_scale,
-                            int64_t pooled_height, int64_t pooled_width, int64_t batch_size, int64_t channels,
-                            int64_t height, int64_t width, int64_t sampling_ratio, bool aligned) {
-    save_roi_options(ctx, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned, {});
-    ctx->save_for_backward({rois});
-    return call_below_autograd(SG_OPERATOR("roi_align_backward", BackwardSig), grad, rois, spatial_scale, pooled_height,
-                               pooled_width, batch_size, channels, height, width, sampling_ratio, aligned);
+// The backward is linear in grad: its gradient is the forward (through the dispatcher: any order).
+struct RoiAlignBackwardCall {
+  static constexpr const char* kName = "spatialgrad::RoiAlignBackward";
+  Pooling pooling;
+
+  static RoiAlignBackwardCall of(const at::Tensor& /*out*/, const at::Tensor& /*grad*/, const at::Tensor& /*rois*/,
+                                 double spatial_scale, int64_t pooled_height, int64_t pooled_width,
+                                 int64_t /*batch_size*/, int64_t /*channels*/, int64_t /*height*/, int64_t /*width*/,
+                                 int64_t sampling_ratio, bool aligned) {
+    return {{spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned}};
+  }
+  template <class... Options>
+  static variable_list saved(const at::Tensor& /*grad*/, const at::Tensor& rois, const Options&... /*options*/) {
+    return {rois};
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto option = [ctx](size_t i) { return saved_option(ctx, i); };
-    return gradient_of_first(SG_OPERATOR("roi_align", signature::RoiAlign)
-                                 .call(grads[0], ctx->get_saved_variables()[0], option(0).toDouble(), option(1).toInt(),
-                                       option(2).toInt(), option(3).toInt(), option(4).toBool()),
-                             /*arguments=*/11);
+  variable_list backward(const variable_list& grads, const variable_list& saved, const std::vector<bool>& wanted) const {
+    if (!wanted[0]) return {at::Tensor(), at::Tensor()};
+    const Pooling& p = pooling;
+    return {operator_of<kForwardSchema, decltype(forward_cpu)>().call(
+                grads[0], saved[0], p.spatial_scale, p.pooled_height, p.pooled_width, p.sampling_ratio, p.aligned),
+            at::Tensor()};
   }
 };
 
@@ -109,8 +124,9 @@ struct RoiAlignBackward : torch::autograd::Function<RoiAlignBackward> {
 
 TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
   // Boxes carry their image's index: vmap calls once per sample.
-  define_operator(m, Vmap::kPerSample, kernel<RoiAlign, &forward_cpu>(kForwardSchema),
-                  kernel<RoiAlignBackward, &backward_cpu>(kBackwardSchema));
+  define_operator(m, Vmap::kPerSample, kernel<RoiAlignCall, &forward_cpu, kForwardSchema>(),
+                  kernel<RoiAlignBackwardCall, &backward_cpu, kBackwardSchema>());
+  define_autocast(m, "roi_align", Autocast::kFloat32ToInputDtype);
 }
 
-}  // namespace spatialgrad::torch_ops
+}  // namespace spatialgrad::torch_ops::roi_align_kernels

@@ -9,7 +9,8 @@
 
 #include "common.h"
 
-namespace spatialgrad::torch_ops {
+// (A namespace of this file's own, around its anonymous one: see "Names" in common.h.)
+namespace spatialgrad::torch_ops::upsample_bilinear2d_kernels {
 
 namespace {
 
@@ -114,63 +115,77 @@ using Format = c10::optional<at::MemoryFormat>;
 // The kernels' C++ signatures, for typed calls through the dispatcher.
 using BackwardSig = decltype(backward_cpu);
 
-// Options: output size (as computed), align_corners, scale factors (or None), input size.
-void save_sampling(AutogradContext* ctx, std::vector<int64_t> output_size, bool align_corners, Scales scales,
-                   std::vector<int64_t> input_size) {
-  c10::IValue scale_list = scales ? c10::IValue(scales->vec()) : c10::IValue();
-  save_options(ctx, {std::move(output_size), align_corners, std::move(scale_list), std::move(input_size)});
-}
+// The sampling of a call, which both kernels' gradients pass on: the output's size (as computed), align_corners
+// and the scale factors (if given).
+struct Sampling {
+  std::vector<int64_t> output_size;
+  bool align_corners;
+  c10::optional<std::vector<double>> scale_factors;
 
-c10::optional<std::vector<double>> saved_scales(AutogradContext* ctx) {
-  const c10::IValue& scales = saved_option(ctx, 2);
-  if (scales.isNone()) return c10::nullopt;
-  return scales.toDoubleVector();
-}
+  static Sampling of(const at::Tensor& output, bool align_corners, Scales scale_factors) {
+    const std::vector<int64_t> sizes = sizes_of(output);
+    return {{sizes.at(sizes.size() - 2), sizes.back()},
+            align_corners,
+            scale_factors ? c10::optional<std::vector<double>>(scale_factors->vec()) : c10::nullopt};
+  }
+  Scales scales() const { return scale_factors ? Scales(*scale_factors) : c10::nullopt; }
+};
 
-struct UpsampleBilinear2d : torch::autograd::Function<UpsampleBilinear2d> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input, Sizes output_size, bool align_corners,
-                            Scales scale_factors) {
-    const at::Tensor out = call_below_autograd(SG_OPERATOR("upsample_bilinear2d", signature::UpsampleBilinear2d), input,
-                                               output_size, align_corners, scale_factors);
-    save_sampling(ctx, {out.size(2), out.size(3)}, align_corners, scale_factors, input.sizes().vec());
-    ctx->saved_data["channels_last"] = is_channels_last(input);  // grad_input laid out as the input
-    return out;
+// The forward's gradient: the backward kernel to the input's size, laid out as the input.
+struct UpsampleBilinear2dCall {
+  static constexpr const char* kName = "spatialgrad::UpsampleBilinear2d";
+  Sampling sampling;
+  std::vector<int64_t> input_size;
+  bool channels_last;
+
+  static UpsampleBilinear2dCall of(const at::Tensor& out, const at::Tensor& input, Sizes /*output_size*/,
+                                   bool align_corners, Scales scale_factors) {
+    return {Sampling::of(out, align_corners, scale_factors), sizes_of(input), is_channels_last(input)};
+  }
+  template <class... Options>
+  static variable_list saved(const Options&... /*arguments*/) {
+    return {};
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto scales = saved_scales(ctx);
-    return gradient_of_first(SG_OPERATOR("upsample_bilinear2d_backward", BackwardSig)
-                                 .call(grads[0], saved_option(ctx, 0).toIntVector(), saved_option(ctx, 3).toIntVector(),
-                                       saved_option(ctx, 1).toBool(), scales ? Scales(*scales) : c10::nullopt,
-                                       ctx->saved_data["channels_last"].toBool() ? at::MemoryFormat::ChannelsLast
-                                                                                 : at::MemoryFormat::Contiguous),
-                             /*arguments=*/4);
+  variable_list backward(const variable_list& grads, const variable_list& /*saved*/,
+                         const std::vector<bool>& wanted) const {
+    if (!wanted[0]) return {at::Tensor()};
+    const Sampling& s = sampling;
+    return {operator_of<kBackwardSchema, BackwardSig>().call(
+        grads[0], s.output_size, input_size, s.align_corners, s.scales(),
+        channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous)};
   }
 };
 
-struct UpsampleBilinear2dBackward : torch::autograd::Function<UpsampleBilinear2dBackward> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& grad_output, Sizes output_size,
-                            at::IntArrayRef input_size, bool align_corners, Scales scale_factors,
-                            Format memory_format) {
-    save_sampling(ctx, {grad_output.size(-2), grad_output.size(-1)}, align_corners, scale_factors, {});
-    return call_below_autograd(SG_OPERATOR("upsample_bilinear2d_backward", BackwardSig), grad_output, output_size,
-                               input_size, align_corners, scale_factors, memory_format);
+// The backward is linear in grad_output: its gradient is the forward (through the dispatcher: any order).
+struct UpsampleBilinear2dBackwardCall {
+  static constexpr const char* kName = "spatialgrad::UpsampleBilinear2dBackward";
+  Sampling sampling;
+
+  static UpsampleBilinear2dBackwardCall of(const at::Tensor& /*out*/, const at::Tensor& grad_output,
+                                           Sizes /*output_size*/, at::IntArrayRef /*input_size*/, bool align_corners,
+                                           Scales scale_factors, Format /*memory_format*/) {
+    return {Sampling::of(grad_output, align_corners, scale_factors)};
+  }
+  template <class... Options>
+  static variable_list saved(const Options&... /*arguments*/) {
+    return {};
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto scales = saved_scales(ctx);
-    return gradient_of_first(SG_OPERATOR("upsample_bilinear2d", signature::UpsampleBilinear2d)
-                                 .call(grads[0], saved_option(ctx, 0).toIntVector(), saved_option(ctx, 1).toBool(),
-                                       scales ? Scales(*scales) : c10::nullopt),
-                             /*arguments=*/6);
+  variable_list backward(const variable_list& grads, const variable_list& /*saved*/,
+                         const std::vector<bool>& wanted) const {
+    if (!wanted[0]) return {at::Tensor()};
+    const Sampling& s = sampling;
+    return {operator_of<kForwardSchema, decltype(forward_cpu)>().call(grads[0], s.output_size, s.align_corners,
+                                                                      s.scales())};
   }
 };
 
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
-  define_operator(m, Vmap::kFoldIntoBatch, kernel<UpsampleBilinear2d, &forward_cpu>(kForwardSchema),
-                  kernel<UpsampleBilinear2dBackward, &backward_cpu>(kBackwardSchema));
+  define_operator(m, Vmap::kFoldIntoBatch, kernel<UpsampleBilinear2dCall, &forward_cpu, kForwardSchema>(),
+                  kernel<UpsampleBilinear2dBackwardCall, &backward_cpu, kBackwardSchema>());
 }
 
-}  // namespace spatialgrad::torch_ops
+}  // namespace spatialgrad::torch_ops::upsample_bilinear2d_kernels

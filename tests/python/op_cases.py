@@ -98,3 +98,61 @@ def valid_call(name: str) -> dict:
         "ms_deform_attn_backward": dict(deform, grad_output=np.zeros((1, 3, 8))),
         "ms_deform_attn_double_backward": dict(deform, grad_output=np.zeros((1, 3, 8)), grad_grad_value=value),
     }[name]
+
+
+def native_calls(rng):
+    """[(kernel, positional arguments)] for every kernel of torch.ops.spatialgrad, float64 tensors from cases() and
+    backward_cases() in several modes, shared by the tests of the PyTorch operator layer (fake kernels, opcheck,
+    meta tensors). The differentiable tensors of the forwards and first-order backwards require grad; a
+    second-order kernel's do not (its own derivative raises, by design)."""
+    import torch
+
+    forward = {name: (arrays, options) for name, arrays, options in cases(rng)}
+
+    def t(a, grad=True):
+        tensor = torch.from_numpy(np.ascontiguousarray(a))
+        return tensor.requires_grad_(grad and tensor.is_floating_point())
+
+    def randn(*shape, grad=True):
+        return t(rng.standard_normal(shape), grad)
+
+    x = t(forward["avg_pool2d"][0][0])  # (2, 3, 7, 6)
+    channels_last = t(forward["avg_pool2d"][0][0]).detach().contiguous(memory_format=torch.channels_last)
+    (image, grid), _ = forward["grid_sample"]
+    image, grid = t(image), t(grid)  # (2, 3, 5, 6), (2, 4, 3, 2)
+    (feature, boxes), _ = forward["roi_align"]
+    feature, boxes = t(feature), t(boxes, grad=False)  # (2, 3, 10, 12), (3, 5)
+    deform = [t(a) for a in forward["ms_deform_attn"][0]]  # value (2, 26, 2, 4), ..., grad_output (2, 3, 8)
+    plain = [d.detach() for d in deform]
+    calls = [
+        ("avg_pool2d", (x, [3, 3], [2, 2], [1, 1], False, True, None)),
+        ("avg_pool2d", (x, [3, 2], [2, 1], [1, 0], True, False, 5)),
+        ("avg_pool2d", (x[0], [2], [], [0], True, True, None)),  # 3-D, stride = kernel
+        ("avg_pool2d_backward", (randn(2, 3, 4, 3), x, [3, 3], [2, 2], [1, 1], False, True, None)),
+        ("upsample_bilinear2d", (x, [9, 7], False, None)),
+        ("upsample_bilinear2d", (x, None, True, [1.5, 2.0])),
+        ("upsample_bilinear2d", (channels_last.requires_grad_(), [9, 7], False, None)),
+        ("upsample_bilinear2d_backward", (randn(2, 3, 9, 7), [9, 7], [2, 3, 7, 6], False, None, None)),
+        ("upsample_bilinear2d_backward", (randn(2, 3, 10, 12), None, [2, 3, 7, 6], True, [1.5, 2.0],
+                                          torch.channels_last)),
+    ]
+    for mode, padding, align_corners in ((0, 0, False), (1, 1, True), (2, 2, False), (2, 0, True)):
+        calls.append(("grid_sampler_2d", (image, grid, mode, padding, align_corners)))
+    for mask in ([True, True], [True, False], [False, True]):
+        calls.append(("grid_sampler_2d_backward", (randn(2, 3, 4, 3), image, grid, 0, 1, False, mask)))
+    calls.append(("grid_sampler_2d_backward", (randn(2, 3, 4, 3), image, grid, 2, 2, True, [True, True])))
+    fixed = [a.detach() for a in (image, grid, randn(2, 3, 4, 3))]
+    calls += [
+        ("grid_sampler_2d_double_backward", (randn(2, 3, 5, 6, grad=False), randn(2, 4, 3, 2, grad=False),
+                                             fixed[2], fixed[0], fixed[1], 2, 1, False, [True, True, True])),
+        ("grid_sampler_2d_double_backward", (None, randn(2, 4, 3, 2, grad=False), fixed[2], fixed[0], fixed[1], 0,
+                                             0, True, [True, False, True])),
+        ("roi_align", (feature, boxes, 1.0, 3, 2, 2, True)),
+        ("roi_align", (feature, boxes, 0.5, 2, 2, -1, False)),
+        ("roi_align_backward", (randn(3, 3, 3, 2), boxes, 1.0, 3, 2, 2, 3, 10, 12, 2, True)),
+        ("ms_deform_attn", tuple(deform) + (64,)),
+        ("ms_deform_attn_backward", tuple(deform) + (randn(2, 3, 8), 64)),
+        ("ms_deform_attn_double_backward", tuple(plain) + (randn(2, 3, 8, grad=False), randn(2, 26, 2, 4, grad=False),
+                                                          randn(2, 3, 2, 2, 2, 2, grad=False), None)),
+    ]
+    return calls

@@ -7,7 +7,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..functional import _strict
-from ._common import BroadcastingList2, apply, ints, native_operator, package, public, script_branch, try_native
+from ._common import (BroadcastingList2, apply, empty_like_kernel, fake, ints, native_operator, package, public,
+                      script_branch, try_native)
 from ._patch import Routes, covered, each, named_like, ours_or_original
 
 _native_avg_pool2d = native_operator("avg_pool2d")
@@ -59,6 +60,33 @@ def _avg_pool2d_native_script(input: Tensor, kernel_size: List[int], stride: Opt
     no_stride: List[int] = []  # (the operator's default: the kernel size)
     return torch.ops.spatialgrad.avg_pool2d(input, kernel_size, no_stride if stride is None else stride, padding,
                                             ceil_mode, count_include_pad, divisor_override)
+
+
+def _pooled_size(size, kernel: int, stride: int, padding: int, ceil_mode: bool):
+    """An output extent (integer operations only: ``size`` may be symbolic), as the core's
+    ``avg_pool2d_output_shape``: floor (or ceil) of the window count, without a last window starting in the
+    padding."""
+    out = (size + 2 * padding - kernel + (stride - 1 if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + padding:
+        out = out - 1
+    return out
+
+
+@fake("avg_pool2d")  # (the schema's defaults: a caller may leave them out)
+def _avg_pool2d_fake(input, kernel_size, stride=(), padding=(0,), ceil_mode=False, count_include_pad=True,
+                     divisor_override=None):
+    kernel = list(kernel_size) * (2 // len(kernel_size))
+    steps = list(stride) * (2 // len(stride)) if len(stride) else kernel
+    pads = list(padding) * (2 // len(padding))
+    planes = input.shape[:-2]
+    extents = [_pooled_size(input.shape[-2 + i], kernel[i], steps[i], pads[i], ceil_mode) for i in range(2)]
+    return empty_like_kernel(input, list(planes) + extents)
+
+
+@fake("avg_pool2d_backward")
+def _avg_pool2d_backward_fake(grad_output, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                              divisor_override):
+    return empty_like_kernel(grad_output, input.shape)
 
 
 def _replacement(original):

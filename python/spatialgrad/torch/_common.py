@@ -5,7 +5,7 @@ import inspect
 import os
 import sys
 import warnings
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -53,6 +53,29 @@ def to_torch(a: Optional[np.ndarray]) -> Optional[torch.Tensor]:
     return torch.from_numpy(a)
 
 
+def _run_entry(spec: OpSpec, options: dict, tensors) -> Union[Tensor, Tuple[Optional[Tensor], ...]]:
+    """The registry entry's function on NumPy views of ``tensors``, as tensors (the Function's forward)."""
+    arrays = {name: to_numpy(t, spec.name, name) for name, t in zip(spec.arrays, tensors)}
+    out = spec.forward(**arrays, **options)
+    if spec.outputs == 1:
+        return to_torch(out)
+    return tuple(to_torch(o) for o in out)
+
+
+def _save_call(ctx, spec: OpSpec, options: dict, tensors) -> None:
+    """What the Function's backward reads: the entry, its options with defaults filled in (the pullbacks read
+    them) and the tensors."""
+    ctx.spec = spec
+    ctx.options = spec.bind((), dict(dict.fromkeys(spec.arrays), **options))[1]
+    ctx.save_for_backward(*tensors)
+    ctx.set_materialize_grads(False)  # a None cotangent stays None (zeros) down to the kernels
+
+
+# PyTorch 2's functorch transforms (torch.func: grad, vjp, vmap, jacrev) take an autograd.Function whose forward
+# has no ctx and whose setup_context saves what backward reads; PyTorch 1.13 knows only forward(ctx, ...).
+_FUNCTORCH_READY = hasattr(torch.autograd.Function, "setup_context")
+
+
 # (Named as before this module existed: users see it in grad_fn, `_SpatialgradFunctionBackward`.)
 class _SpatialgradFunction(torch.autograd.Function):
     """One autograd Function for every registry entry (forwards, backwards, second-order kernels).
@@ -60,19 +83,33 @@ class _SpatialgradFunction(torch.autograd.Function):
     Its backward applies the entry's pullback call (``_registry``) as another _SpatialgradFunction, so with
     ``create_graph=True`` the backward is itself recorded and differentiable: the linear operators to any
     order, the operators with second-order kernels to second order (a third derivative raises a clear error).
+    Under ``torch.func.vmap`` (PyTorch 2) it calls the entry once per sample.
     """
 
-    @staticmethod
-    def forward(ctx, spec: OpSpec, options: dict, *tensors: Optional[torch.Tensor]):
-        arrays = {name: to_numpy(t, spec.name, name) for name, t in zip(spec.arrays, tensors)}
-        options = spec.bind((), dict(arrays, **options))[1]  # defaults filled in: the pullbacks read them
-        out = spec.forward(**arrays, **options)
-        ctx.spec, ctx.options = spec, options
-        ctx.save_for_backward(*tensors)
-        ctx.set_materialize_grads(False)  # a None cotangent stays None (zeros) down to the kernels
-        if spec.outputs == 1:
-            return to_torch(out)
-        return tuple(to_torch(o) for o in out)
+    if _FUNCTORCH_READY:
+        @staticmethod
+        def forward(spec: OpSpec, options: dict, *tensors: Optional[torch.Tensor]):
+            return _run_entry(spec, options, tensors)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            _save_call(ctx, inputs[0], inputs[1], inputs[2:])
+
+        @staticmethod
+        def vmap(info, in_dims, spec: OpSpec, options: dict, *tensors: Optional[torch.Tensor]):
+            # One call per sample, stacked: the NumPy entries take no batch dimension of their own.
+            samples = [_SpatialgradFunction.apply(spec, options, *(
+                t if dim is None or t is None else t.select(dim, b) for t, dim in zip(tensors, in_dims[2:])))
+                for b in range(info.batch_size)]
+            if spec.outputs == 1:
+                return torch.stack(samples), 0
+            stacked = tuple(None if column[0] is None else torch.stack(column) for column in zip(*samples))
+            return stacked, tuple(None if t is None else 0 for t in stacked)
+    else:
+        @staticmethod
+        def forward(ctx, spec: OpSpec, options: dict, *tensors: Optional[torch.Tensor]):
+            _save_call(ctx, spec, options, tensors)
+            return _run_entry(spec, ctx.options, tensors)
 
     @staticmethod
     def backward(ctx, *grads: Optional[torch.Tensor]):
@@ -148,27 +185,84 @@ if native:
     _core._use_host_executor(_torch_ops.pool_executor())
 
 
-def native_operator(name: str):
-    """spatialgrad._torch_ops.<name>: torch.ops.spatialgrad.<name> through a typed pybind11 entry (torch.ops'
-    generic argument matching cost 2 us of a 5 us call on tiny tensors)."""
+def fake(name: str) -> Callable[[Callable], Callable]:
+    """Registers the decorated function as the fake kernel of ``torch.ops.spatialgrad.<name>`` (when the native
+    operators loaded): what ``torch.compile``, ``torch.export`` and ``FakeTensor`` run instead of the CPU kernel,
+    and what a meta tensor runs. It returns tensors of the sizes, dtype and strides the CPU kernel returns, without
+    reading data; its sizes may be symbolic (``torch.compile(dynamic=True)``), so a size is computed with integer
+    operations only. The CPU kernel checks the arguments when the call runs; the C++ core's
+    ``<op>_output_shape`` computes the same sizes (tests compare them). PyTorch 2.4 and later take it through
+    ``torch.library.register_fake``; 1.13 as the Meta kernel."""
+
+    def register(function: Callable) -> Callable:
+        qualname = f"spatialgrad::{name}"
+        if native and not torch._C._dispatch_has_kernel_for_dispatch_key(qualname, "Meta"):
+            if hasattr(torch.library, "register_fake"):
+                torch.library.register_fake(qualname, function)
+            elif hasattr(torch.library, "impl_abstract"):  # PyTorch 2.1-2.3
+                torch.library.impl_abstract(qualname, function)
+            else:
+                _meta_library().impl(name, function, "Meta")
+        return function
+
+    return register
+
+
+@functools.lru_cache(maxsize=None)
+def _meta_library():
+    """The Library holding the fake kernels as Meta kernels where torch.library has no register_fake (1.13)."""
+    return torch.library.Library("spatialgrad", "IMPL")
+
+
+def empty_like_kernel(like: Tensor, shape, channels_last: bool = False) -> Tensor:
+    """A fake kernel's output: ``like``'s dtype and device, contiguous or channels_last, as the CPU kernels
+    allocate them (``new_output`` in csrc/torch/common.cpp)."""
+    format = torch.channels_last if channels_last else torch.contiguous_format
+    return torch.empty(list(shape), dtype=like.dtype, device=like.device, memory_format=format)
+
+
+def is_channels_last(t: Tensor) -> bool:
+    """Whether the CPU kernels run ``t`` in NHWC: 4-D, channels_last and not also contiguous
+    (``is_channels_last`` in csrc/torch/common.cpp)."""
+    return t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
+
+
+class NativeOperator(NamedTuple):
+    """An operator's two ways in: ``entry``, its typed pybind11 entry in ``spatialgrad._torch_ops`` (eager calls:
+    torch.ops' generic argument matching cost 2 us of a 5 us call on tiny tensors), and ``op``,
+    ``torch.ops.spatialgrad.<name>`` (what torch.compile and torch.export trace: TorchDynamo cannot look into a
+    pybind11 function, it would break the graph there; and what torch.fx's Proxy reaches)."""
+    entry: Callable
+    op: Callable
+
+
+def native_operator(name: str) -> Optional[NativeOperator]:
+    """``name``'s NativeOperator, or None without the native operators."""
     if not native:
         return None
     from .. import _torch_ops
-    return getattr(_torch_ops, name)
+    return NativeOperator(getattr(_torch_ops, name), getattr(torch.ops.spatialgrad, name))
 
 
-def try_native(operator, *args) -> Optional[Tensor]:
-    """operator(*args), or None where the operator does not take the arguments (types its entry does not
-    convert, a tensor not on the CPU) or raises: the Python path then runs and raises today's error, with
-    today's exception type (PyTorch has no OverflowError). (A function of its own: TorchScript parses the
-    adapters, and has no try.)"""
+# torch.compiler.is_compiling (PyTorch 2.3 and later): True while TorchDynamo traces (torch.compile, torch.export).
+is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+
+
+def try_native(operator: NativeOperator, *args) -> Optional[Tensor]:
+    """The native operator's result for ``args``, or None where the operator does not take them (types its entry
+    does not convert, a tensor not on the CPU) or raises: the Python path then runs and raises today's error, with
+    today's exception type (PyTorch has no OverflowError). While TorchDynamo traces, the call of ``torch.ops``,
+    which it records (its errors are the operator's). (A function of its own: TorchScript parses the adapters,
+    and has no try.)"""
+    if is_compiling():
+        return operator.op(*args)
     if not _threads_followed:  # spatialgrad.get_num_threads() in a DataLoader worker, as on the Python path
         _follow_torch_threads_in_workers()
     try:
-        return operator(*args)
+        return operator.entry(*args)
     except TypeError:
         if torch.overrides.has_torch_function(args):  # torch.fx's Proxy, tensor subclasses: torch.ops hands
-            return getattr(torch.ops.spatialgrad, operator.__name__)(*args)  # them to __torch_function__
+            return operator.op(*args)  # them to __torch_function__
         return None
     except RuntimeError:
         return None

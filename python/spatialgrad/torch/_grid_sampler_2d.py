@@ -9,7 +9,7 @@ from torch import Tensor
 
 from ..functional import _strict
 from ..functional._args import GRID_INTERPOLATION, GRID_PADDING  # aten's integers of the modes
-from ._common import apply, native_operator, package, public, script_branch, try_native
+from ._common import apply, empty_like_kernel, fake, native_operator, package, public, script_branch, try_native
 from ._patch import Routes, covered, each, named_like, ours_or_original
 
 _native_grid_sampler_2d = native_operator("grid_sampler_2d")
@@ -75,10 +75,33 @@ def _grid_sample_native_script(input: Tensor, grid: Tensor, mode: str, padding_m
                                                  align_corners is not None and align_corners)
 
 
+@fake("grid_sampler_2d")
+def _grid_sampler_2d_fake(input, grid, interpolation_mode, padding_mode, align_corners):
+    return empty_like_kernel(input, [input.shape[0], input.shape[1], grid.shape[1], grid.shape[2]])
+
+
+def _computed(wanted: bool, like):
+    """A gradient of ``like``'s shape where its output_mask entry asks for it, else None (undefined)."""
+    return empty_like_kernel(like, like.shape) if wanted else None
+
+
+@fake("grid_sampler_2d_backward")
+def _grid_sampler_2d_backward_fake(grad_output, input, grid, interpolation_mode, padding_mode, align_corners,
+                                   output_mask):
+    return _computed(output_mask[0], input), _computed(output_mask[1], grid)
+
+
+@fake("grid_sampler_2d_double_backward")
+def _grid_sampler_2d_double_backward_fake(grad_grad_input, grad_grad_grid, grad_output, input, grid,
+                                          interpolation_mode, padding_mode, align_corners, output_mask):
+    return _computed(output_mask[0], grad_output), _computed(output_mask[1], input), _computed(output_mask[2], grid)
+
+
 def _replacement(original):
     """patch()'s replacement of F.grid_sample, over `original`, the function it replaces."""
     def routed_grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
-        if not (covered(input, grid) and input.dim() == 4 and input.dtype == grid.dtype
+        # (Mixed dtypes are torch.autocast's to cast; outside it, ours and the original both raise, ours clearer.)
+        if not (covered(input, grid) and input.dim() == 4
                 and mode in ("bilinear", "nearest", "bicubic") and padding_mode in ("zeros", "border", "reflection")):
             return original(input, grid, mode, padding_mode, align_corners)
         return ours_or_original(grid_sample, original, input, grid, mode, padding_mode, align_corners)

@@ -9,7 +9,8 @@ import torch
 from torch import Tensor, nn
 
 from ..functional import _strict
-from ._common import apply, native_operator, package, public, script_branch, try_native
+from ._common import (apply, empty_like_kernel, fake, is_compiling, native_operator, package, public, script_branch,
+                      try_native)
 
 _native_ms_deform_attn = native_operator("ms_deform_attn")
 
@@ -118,6 +119,29 @@ def _ms_deform_attn_native_script(value: Tensor, spatial_shapes: Tensor, level_s
     return torch.ops.spatialgrad.ms_deform_attn(value, spatial_shapes, level_start_index,
                                                 sampling_locations.to(value.dtype), attention_weights.to(value.dtype),
                                                 im2col_step)
+
+
+@fake("ms_deform_attn")
+def _ms_deform_attn_fake(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
+                         im2col_step=64):
+    return empty_like_kernel(value, [value.shape[0], sampling_locations.shape[1], value.shape[2] * value.shape[3]])
+
+
+def _gradients_like(*tensors):
+    return tuple(empty_like_kernel(t, t.shape) for t in tensors)
+
+
+@fake("ms_deform_attn_backward")
+def _ms_deform_attn_backward_fake(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
+                                  grad_output, im2col_step=64):
+    return _gradients_like(value, sampling_locations, attention_weights)
+
+
+@fake("ms_deform_attn_double_backward")
+def _ms_deform_attn_double_backward_fake(value, spatial_shapes, level_start_index, sampling_locations,
+                                         attention_weights, grad_output, grad_grad_value,
+                                         grad_grad_sampling_locations, grad_grad_attention_weights):
+    return _gradients_like(value, sampling_locations, attention_weights, grad_output)
 
 
 class MultiScaleDeformableAttention(nn.Module):
@@ -257,10 +281,16 @@ class MultiScaleDeformableAttention(nn.Module):
             raise ValueError(f"{_FORWARD}: expected query of shape {self._layout('num_query')}, but got "
                              f"{tuple(query.shape)}")
         sequence = 1 if self.batch_first else 0  # the axis of the queries / values; the other is the batch
-        total = int((spatial_shapes[:, 0] * spatial_shapes[:, 1]).sum())
-        if value.dim() != 3 or value.shape[sequence] != total:  # before reference_points: a wrong layout shows here
-            raise ValueError(f"{_FORWARD}: expected value of shape {self._layout(str(total))} with sum(H * W) = "
-                             f"{total} entries, but got {tuple(value.shape)}" + self._batch_first_hint(value, total))
+        if value.dim() != 3:
+            raise ValueError(f"{_FORWARD}: expected value of shape {self._layout('sum(H * W)')}, but got "
+                             f"{tuple(value.shape)}")
+        # sum(H * W) reads spatial_shapes' values, where TorchDynamo would break the graph: while it traces, the
+        # operator checks it when it runs.
+        if not is_compiling():
+            total = int((spatial_shapes[:, 0] * spatial_shapes[:, 1]).sum())
+            if value.shape[sequence] != total:  # before reference_points: a wrong layout shows here
+                raise ValueError(f"{_FORWARD}: expected value of shape {self._layout(str(total))} with sum(H * W) = "
+                                 f"{total} entries, but got {tuple(value.shape)}" + self._batch_first_hint(value, total))
         bs, num_query = query.shape[1 - sequence], query.shape[sequence]
         _expect_shape("reference_points", reference_points, (bs, num_query, levels, (2, 4)),
                       f"({bs}, {num_query}, {levels}, 2 or 4): (bs, num_query, num_levels, point or box)")
@@ -294,7 +324,8 @@ def _expect_shape(name: str, tensor: Optional[Tensor], shape: Tuple[Union[int, T
     if not isinstance(tensor, Tensor):
         got = "None" if tensor is None else type(tensor).__name__
         raise ValueError(f"{_FORWARD}: expected {name} of shape {described}, but got {got}")
-    fits = tensor.dim() == len(shape) and all(int(have) in (want if isinstance(want, tuple) else (want,))
+    # (==, not `in`: TorchDynamo (PyTorch 2.6) takes `size in (2,)` of a symbolic size for False)
+    fits = tensor.dim() == len(shape) and all(any(have == w for w in (want if isinstance(want, tuple) else (want,)))
                                               for have, want in zip(tensor.shape, shape))
     if not fits:
         raise ValueError(f"{_FORWARD}: expected {name} of shape {described}, but got {tuple(tensor.shape)}")

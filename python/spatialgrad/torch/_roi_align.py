@@ -8,7 +8,8 @@ import torch
 from torch import Tensor, nn
 
 from ..functional import _strict
-from ._common import BroadcastingList2, apply, native_operator, package, public, script_branch, try_native
+from ._common import (BroadcastingList2, apply, empty_like_kernel, fake, native_operator, package, public,
+                      script_branch, try_native)
 from ._patch import Routes, covered, each, named_like, ours_or_original
 
 _native_roi_align = native_operator("roi_align")
@@ -92,6 +93,17 @@ def _roi_align_native_script(input: Tensor, boxes: Union[Tensor, List[Tensor]], 
         rois = torch.cat(rows, dim=0) if len(rows) > 0 else torch.zeros([0, 5], dtype=input.dtype)
     return torch.ops.spatialgrad.roi_align(input, rois, spatial_scale, output_size[0], output_size[1], sampling_ratio,
                                            aligned)
+
+
+@fake("roi_align")
+def _roi_align_fake(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
+    return empty_like_kernel(input, [rois.shape[0], input.shape[1], pooled_height, pooled_width])
+
+
+@fake("roi_align_backward")
+def _roi_align_backward_fake(grad, rois, spatial_scale, pooled_height, pooled_width, batch_size, channels, height,
+                             width, sampling_ratio, aligned):
+    return empty_like_kernel(grad, [batch_size, channels, height, width])
 
 
 def _replacement(original):

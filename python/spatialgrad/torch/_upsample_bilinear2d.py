@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..functional import _strict
-from ._common import BroadcastingList2, apply, ints, native_operator, package, public, script_branch, try_native
+from ._common import (BroadcastingList2, apply, empty_like_kernel, fake, ints, is_channels_last, native_operator,
+                      package, public, script_branch, try_native)
 from ._patch import SPATIALGRAD_ERRORS, Routes, covered, named_like, original_or_clearer_error
 
 _native_upsample_bilinear2d = native_operator("upsample_bilinear2d")
@@ -74,6 +75,30 @@ def _upsample_bilinear2d_native_script(input: Tensor, size: Optional[List[int]],
         scale_factor = None
     return torch.ops.spatialgrad.upsample_bilinear2d(input, size, align_corners is not None and align_corners,
                                                      scale_factor)
+
+
+def _scaled_size(size, scale: float):
+    """floor(size * scale), as the core's upsample_bilinear2d_output_size (``size`` may be symbolic)."""
+    if isinstance(size, int):
+        return int(math.floor(size * scale))
+    return torch.sym_int(size * scale)  # (truncation: the floor of a positive product)
+
+
+@fake("upsample_bilinear2d")
+def _upsample_bilinear2d_fake(input, output_size, align_corners, scale_factors):
+    if output_size is not None:
+        extents = list(output_size) * (2 // len(output_size))
+    else:
+        scales = list(scale_factors) * (2 // len(scale_factors))
+        extents = [_scaled_size(input.shape[2 + i], scales[i]) for i in range(2)]
+    return empty_like_kernel(input, list(input.shape[:2]) + extents, channels_last=is_channels_last(input))
+
+
+@fake("upsample_bilinear2d_backward")
+def _upsample_bilinear2d_backward_fake(grad_output, output_size, input_size, align_corners, scale_factors,
+                                       memory_format=None):
+    nhwc = (memory_format == torch.channels_last if memory_format is not None else is_channels_last(grad_output))
+    return empty_like_kernel(grad_output, input_size, channels_last=nhwc and len(input_size) == 4)
 
 
 def _interpolate(original):
