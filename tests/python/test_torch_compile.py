@@ -277,3 +277,14 @@ def test_export_records_one_node_per_call_and_keeps_the_batch_dynamic():
             f"spatialgrad.{op}.default" for op in OPERATORS)
         three = deploy.example_inputs(3)
         assert torch.equal(program.module()(*three), model(*three))
+
+
+@has_compile
+def test_compile_a_call_with_default_arguments():
+    """grid_sample's align_corners=None warning is the eager call's: TorchDynamo cannot put warnings.warn in a graph."""
+    torch._dynamo.reset()
+    x, grid = torch.rand(1, 2, 8, 8), torch.rand(1, 4, 4, 2) * 2 - 1
+    compiled, graphs = _graphs_of(lambda a, g: sgt.grid_sample(a, g))
+    with pytest.warns(UserWarning, match="align_corners=None means False"):
+        expected = sgt.grid_sample(x, grid)
+    assert torch.equal(compiled(x, grid), expected)

@@ -9,7 +9,8 @@ from torch import Tensor
 
 from ..functional import _strict
 from ..functional._args import GRID_INTERPOLATION, GRID_PADDING  # aten's integers of the modes
-from ._common import apply, empty_like_kernel, fake, native_operator, package, public, script_branch, try_native
+from ._common import (apply, empty_like_kernel, fake, is_compiling, native_operator, package, public, script_branch,
+                      try_native)
 from ._patch import Routes, covered, each, named_like, ours_or_original
 
 _native_grid_sampler_2d = native_operator("grid_sampler_2d")
@@ -45,7 +46,9 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
     """
     if torch.jit.is_scripting():
         return _grid_sample_from_script(input, grid, mode, padding_mode, align_corners)
-    if align_corners is None:  # the warning F.grid_sample gives; a patched F.grid_sample gives it from here
+    # The warning F.grid_sample gives (a patched F.grid_sample gives it from here); not while TorchDynamo traces,
+    # which cannot put warnings.warn in a graph (the eager calls warn).
+    if align_corners is None and not is_compiling():
         warnings.warn("grid_sample: align_corners=None means False, as in PyTorch (which warns the same); "
                       "pass it explicitly to silence this")
     if package.native and _strict.chip is None:
