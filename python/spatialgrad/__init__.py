@@ -20,7 +20,6 @@ from .functional import __all__ as _functional_all
 from . import ascend  # spatialgrad.ascend: would a call run on an Ascend NPU?
 
 
-
 def _documented_as(builtin):
     """Gives the decorated function ``builtin``'s documentation (a pybind11 function's, without its signature
     line). The thread and memory functions are Python functions of this package, not the pybind11 ones: pickle
