@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import gc
+import importlib
+import platform
 import statistics
 import time
 from dataclasses import dataclass
@@ -22,6 +24,30 @@ class Case:
     baseline_name: str
     bytes_moved: int  # minimal bytes read + written by any implementation (the memory floor)
     dtype: str = "float32"  # of our side
+
+
+def versions() -> Dict[str, str]:
+    """What a run measures and compares against: spatialgrad, PyTorch, torchvision (the roi_align baseline),
+    NumPy and Python by name, and the system ("not installed" for a package that is not)."""
+    found = {}
+    for name in ("spatialgrad", "torch", "torchvision", "numpy"):
+        try:
+            found[name] = importlib.import_module(name).__version__
+        except ImportError:
+            found[name] = "not installed"
+    found["python"] = platform.python_version()
+    try:
+        found["system"] = platform.freedesktop_os_release()["PRETTY_NAME"]
+    except (AttributeError, OSError, KeyError):  # Python < 3.10, or no os-release
+        found["system"] = platform.platform()
+    return found
+
+
+def versions_line() -> str:
+    """versions() as the line a benchmark prints first."""
+    v = versions()
+    return (f"spatialgrad {v['spatialgrad']} against PyTorch {v['torch']} and torchvision {v['torchvision']} "
+            f"(NumPy {v['numpy']}, Python {v['python']}, {v['system']})")
 
 
 def nbytes(*arrays) -> int:

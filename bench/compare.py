@@ -24,7 +24,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import time_pair  # noqa: E402
+from common import time_pair, versions, versions_line  # noqa: E402
 
 # Adding an operator: write bench/ops/<name>.py with cases(rng) and add its name here.
 OPS = ["avg_pool2d", "upsample_bilinear2d", "grid_sampler_2d", "roi_align", "ms_deform_attn"]
@@ -64,8 +64,8 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     sg.set_num_threads(args.threads)
     bandwidth = copy_bandwidth(torch)
-    print(f"spatialgrad {sg.__version__}, torch {torch.__version__}, {args.threads} threads, "
-          f"copy bandwidth {bandwidth / 1e9:.1f} GB/s")
+    print(versions_line())
+    print(f"{args.threads} threads, copy bandwidth {bandwidth / 1e9:.1f} GB/s")
     header = f"{'operator':<22} {'variant':<24} {'dir':<8} {'ours ms':>9} {'base ms':>9} {'speed-up':>9} {'x floor':>8}  baseline"
     print(header)
     print("-" * len(header))
@@ -89,8 +89,8 @@ def main() -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    meta = dict(threads=args.threads, bandwidth_gbs=bandwidth / 1e9, torch=torch.__version__,
-                spatialgrad=sg.__version__, machine=platform.machine(), processor=platform.processor())
+    meta = dict(threads=args.threads, bandwidth_gbs=bandwidth / 1e9, **versions(), machine=platform.machine(),
+                processor=platform.processor())
     (out / "bench.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=2))
     try:
         plot(rows, out / "bench.png")

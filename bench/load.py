@@ -31,7 +31,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import time_alternately  # noqa: E402
+from common import time_alternately, versions_line  # noqa: E402
 
 SIDES = ["torch", "ours torch", "ours numpy"]
 
@@ -163,7 +163,8 @@ def main() -> int:
     loads = [int(n) for n in args.loads.split(",")]
     rng = np.random.default_rng(0)
     calls = {name: build(rng, torch, F, sg, sgt) for name, build in cases.items()}
-    print(f"spatialgrad {sg.__version__}, torch {torch.__version__}, {args.threads} threads, "
+    print(versions_line())
+    print(f"{args.threads} threads, "
           f"{os.cpu_count()} cores, load average before: {os.getloadavg()[0]:.2f}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}")
     medians: Dict[int, Dict[str, List[float]]] = {}

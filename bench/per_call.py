@@ -34,6 +34,9 @@ import torch.nn.functional as F  # noqa: E402
 import spatialgrad  # noqa: E402
 import spatialgrad.torch as sgt  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import versions, versions_line  # noqa: E402
+
 SIZES = {"tiny": (1, 2, 8, 8), "small": (2, 16, 32, 32)}
 LOOP_SECONDS = 0.004  # each round's loop: long enough for perf_counter, short enough to dodge interruptions
 
@@ -165,14 +168,16 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     spatialgrad.set_num_threads(args.threads)
     path = "native operators (torch.ops.spatialgrad)" if getattr(sgt, "native", False) else "Python autograd.Function"
-    print(f"spatialgrad.torch path: {path}; torch {torch.__version__}, {args.threads} threads both, "
+    print(versions_line())
+    print(f"spatialgrad.torch path: {path}; {args.threads} threads both, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}, best of {args.rounds} alternated rounds;"
           f" ratio = theirs / ours (> 1: ours faster)", flush=True)
     rows = [measure(op, size, args.rounds) for op in ops for size in sizes]
     print(markdown(rows))
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"native": bool(getattr(sgt, "native", False)), "rows": rows}, out, indent=1)
+            json.dump({"native": bool(getattr(sgt, "native", False)), "versions": versions(), "rows": rows}, out,
+                      indent=1)
     return 0
 
 

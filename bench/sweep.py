@@ -38,7 +38,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import nbytes, time_pair  # noqa: E402
+from common import nbytes, time_pair, versions, versions_line  # noqa: E402
 
 OPS = ["avg_pool2d", "upsample_bilinear2d", "grid_sampler_2d", "roi_align", "ms_deform_attn"]
 DIRECTIONS = ("forward", "backward")
@@ -308,7 +308,8 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     sg.set_num_threads(args.threads)
     memory = PeakMemory(sg.clear_memory_cache)
-    print(f"spatialgrad {sg.__version__}, torch {torch.__version__}, {args.threads} threads, float32; "
+    print(versions_line())
+    print(f"{args.threads} threads, float32; "
           f"ratio = anchor ms / ours ms; MiB = our scratch beyond inputs and outputs, bound = max(64 MiB, 25% of "
           f"inputs + outputs), anchor = its scratch; * = a row of issue 31's table")
     print(memory.check())
@@ -321,8 +322,8 @@ def main() -> int:
     print("\n".join(summary(rows)))
     print(f"{time.perf_counter() - start:.0f} s")
     if args.json:
-        meta = dict(threads=args.threads, min_time=args.min_time, quick=args.quick, torch=torch.__version__,
-                    spatialgrad=sg.__version__, machine=platform.machine(), memory_measured=memory.available)
+        meta = dict(threads=args.threads, min_time=args.min_time, quick=args.quick, **versions(),
+                    machine=platform.machine(), memory_measured=memory.available)
         Path(args.json).write_text(json.dumps(dict(meta=meta, rows=rows), indent=2))
         print(f"wrote {args.json}")
     failed = any((r["ratio"] is not None and r["ratio"] < 1.0) or r["over_bound"] or r["error"] for r in rows)

@@ -5,6 +5,9 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cxxabi.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <vector>
 
@@ -31,20 +34,48 @@ Output new_output(const py::array& like, const std::vector<int64_t>& shape);
 // Installs the translation of spatialgrad::Error kinds to Python exceptions.
 void register_error_translator();
 
-// Runs fn() with the GIL released. The GIL is taken back in plain code, not in a destructor as
-// py::gil_scoped_release does: a daemon thread that comes back while the interpreter shuts down is
-// ended by pthread_exit inside PyEval_RestoreThread, and that unwind must not cross a noexcept
-// frame (it would call std::terminate and abort the exiting process).
+// Whether Python is finalizing (Py_IsFinalizing is public from Python 3.13 on).
+inline bool interpreter_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
+// Takes the GIL back after PyEval_SaveThread. A daemon thread that comes back while the interpreter finalizes
+// never returns from it: it is parked for the rest of the process.
+//
+// Why: while the interpreter finalizes, PyEval_RestoreThread ends any other thread that asks for the GIL with
+// pthread_exit (Python 3.13 and before; 3.14 parks it). pthread_exit unwinds the thread's stack, and the frames
+// above this one own Python objects: the output array, pybind11's argument holders. Their destructors would drop
+// them without the GIL (a data race with the finalizing interpreter) and, where an object dies, run its
+// deallocator: with Python 3.13 and NumPy 2 freeing an array's data takes the GIL (PyTraceMalloc_Untrack calls
+// PyGILState_Ensure), which calls pthread_exit again, inside a destructor, where the second unwind meets a
+// noexcept frame: std::terminate, "terminate called without an active exception", and an aborted exit. So the
+// unwind is stopped here, before any of those frames: the thread is parked (it never returns into Python) and the
+// process exits around it, as Python 3.14 does for every such thread.
+inline void take_gil_back(PyThreadState* state) {
+  try {
+    PyEval_RestoreThread(state);
+  } catch (abi::__forced_unwind&) {
+    if (!interpreter_finalizing()) throw;  // another end of the thread (pthread_cancel): let it unwind
+    for (;;) pause();
+  }
+}
+
+// Runs fn() with the GIL released. The GIL is taken back in plain code (take_gil_back), not in a destructor as
+// py::gil_scoped_release does: a destructor could not stop the unwind of a thread that Python ends there.
 template <class Fn>
 void without_gil(const Fn& fn) {
   PyThreadState* state = PyEval_SaveThread();
   try {
     fn();
   } catch (...) {
-    PyEval_RestoreThread(state);
+    take_gil_back(state);
     throw;
   }
-  PyEval_RestoreThread(state);
+  take_gil_back(state);
 }
 
 }  // namespace spatialgrad::python

@@ -12,11 +12,39 @@ C-contiguous arrays of the input dtype. A non-array argument is a TypeError nami
 - The thread pool and memory: ``set_num_threads``, ``get_num_threads``, ``clear_memory_cache``.
 - PyTorch: :mod:`spatialgrad.torch` (imported on its own; it needs PyTorch).
 """
-from ._core import __version__, clear_memory_cache, get_num_threads, set_num_threads
+from . import _core
+from ._core import __version__
 from .bfloat16 import BFLOAT16_BITS, bfloat16_bits, bfloat16_to_float32, is_bfloat16, to_bfloat16
 from .functional import *  # noqa: F401,F403
 from .functional import __all__ as _functional_all
 from . import ascend  # spatialgrad.ascend: would a call run on an Ascend NPU?
+
+
+def _documented_as(builtin):
+    """Gives the decorated function ``builtin``'s documentation (a pybind11 function's, without its signature
+    line). The thread and memory functions are Python functions of this package, not the pybind11 ones: pickle
+    saves a function by name, and pybind11 (before 3.0) binds its functions to a capsule that cannot be saved,
+    so ``multiprocessing`` could not send them."""
+    def decorate(function):
+        function.__doc__ = builtin.__doc__.split("\n\n", 1)[1]
+        return function
+    return decorate
+
+
+@_documented_as(_core.set_num_threads)
+def set_num_threads(n: int) -> None:
+    _core.set_num_threads(n)
+
+
+@_documented_as(_core.get_num_threads)
+def get_num_threads() -> int:
+    return _core.get_num_threads()
+
+
+@_documented_as(_core.clear_memory_cache)
+def clear_memory_cache() -> None:
+    _core.clear_memory_cache()
+
 
 __all__ = ["clear_memory_cache", "get_num_threads", "set_num_threads", "BFLOAT16_BITS", "bfloat16_bits",
            "bfloat16_to_float32", "is_bfloat16", "to_bfloat16", *_functional_all]

@@ -122,8 +122,16 @@ class Operator:
 def declare(*entries, patched: bool) -> Operator:
     """A functional module's operator: each entry (function, arrays, differentiable, outputs, pullback), the
     forward first. The table holds the functions wrapped to explain a non-array argument (the exported ones)."""
-    return Operator(tuple(OpSpec(function.__name__, explain_argument_errors(function), *rest)
+    return Operator(tuple(OpSpec(function.__name__, _exported(explain_argument_errors(function)), *rest)
                           for function, *rest in entries), patched)
+
+
+def _exported(wrapper: Callable[..., Any]) -> Callable[..., Any]:
+    """A wrapper named after the package that exports it (spatialgrad.functional, where ``spatialgrad`` takes it
+    from) rather than after the module of the function it wraps: pickle (and so ``multiprocessing``) saves a
+    function as its module and name, and under the defining module that name is the unwrapped function."""
+    wrapper.__module__ = f"{__package__}.functional"
+    return wrapper
 
 
 # THE table, in the order of spatialgrad.functional.OPERATOR_MODULES (spatialgrad.torch's and patch()'s order).

@@ -253,6 +253,23 @@ def check(op_name: str, *args, chip: str = "910B", **kwargs) -> List[Finding]:
 _lock = threading.Lock()
 
 
+@dataclass(frozen=True, eq=False)  # eq=False: two contexts with the same chip are two checks
+class _Check:
+    chip: Optional[str]
+    raise_rejected: bool
+
+
+# Every strict() context active now, in the order entered. The state each NumPy function reads is the latest
+# one's, so that contexts left out of order (threads) leave no check behind: restoring what each one found when
+# it entered would put back a check whose context has ended.
+_active_checks: List[_Check] = []
+
+
+def _apply_latest_check() -> None:
+    latest = _active_checks[-1] if _active_checks else _Check(None, True)
+    _strict.chip, _strict.raise_rejected = latest.chip, latest.raise_rejected
+
+
 def _enforce(op: str, arguments: Dict[str, Any]) -> None:
     """Called by every NumPy function while strict() is active (functional/_strict.py)."""
     chip, raise_rejected = _strict.chip, _strict.raise_rejected
@@ -276,8 +293,9 @@ def strict(chip: str = "910B", rejected: str = "raise") -> Iterator[None]:
 
     A call the NPU rejects raises :class:`AscendCompatibilityError` (``rejected="warn"``: warns instead, so
     that one run lists every such call); one it computes differently warns :class:`AscendCompatibilityWarning`.
-    Contexts nest (the innermost chip applies); leave them in the reverse order of entering. Raises
-    ValueError for an unknown chip or ``rejected`` value.
+    Contexts nest, and may be left in any order and from any thread: the check of the latest entered context
+    still active applies, and none once every context has been left. Raises ValueError for an unknown chip or
+    ``rejected`` value.
 
     Example::
 
@@ -288,11 +306,13 @@ def strict(chip: str = "910B", rejected: str = "raise") -> Iterator[None]:
     validated_chip(chip)
     if rejected not in ("raise", "warn"):
         raise ValueError(f"ascend.strict(): expected rejected to be 'raise' or 'warn', but got {rejected!r}")
+    check = _Check(chip, rejected == "raise")
     with _lock:
-        previous = _strict.chip, _strict.raise_rejected
-        _strict.chip, _strict.raise_rejected = chip, rejected == "raise"
+        _active_checks.append(check)
+        _apply_latest_check()
     try:
         yield
     finally:
         with _lock:
-            _strict.chip, _strict.raise_rejected = previous
+            _active_checks.remove(check)  # this one (checks compare by identity), wherever it is
+            _apply_latest_check()

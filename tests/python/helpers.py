@@ -20,12 +20,38 @@ except ImportError:  # pragma: no cover
 
 requires_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
 
-# float32 results of differently ordered sums agree to a few ulps of the magnitudes summed.
+# What floating point promises when two implementations compute the same formula: results of differently
+# ordered sums agree to a few ulps of the magnitudes summed.
 TOLERANCE = {np.float64: dict(rtol=1e-10, atol=1e-12), np.float32: dict(rtol=2e-5, atol=2e-6)}
+# float32's unit roundoff: one rounding to nearest changes a value by at most this fraction of it.
+FLOAT32_UNIT_ROUNDOFF = 2.0**-24
 
 
 def tol(dtype) -> dict:
     return TOLERANCE[np.dtype(dtype).type]
+
+
+def sampling_tolerance(dtype, coordinate_max: float, sensitivity: float) -> dict:
+    """tol(dtype) for results sampled at coordinates an implementation computes, where float32 promises less:
+    computed in float32 (as PyTorch 2 does for upsampling; 1.13 and spatialgrad compute them in float64), a
+    coordinate up to coordinate_max is off by up to FLOAT32_UNIT_ROUNDOFF of it, which moves a result by that
+    times `sensitivity` (the most a result changes per unit of coordinate)."""
+    tolerance = tol(dtype)
+    if np.dtype(dtype) == np.float32:
+        tolerance = dict(tolerance, atol=tolerance["atol"] + FLOAT32_UNIT_ROUNDOFF * coordinate_max * sensitivity)
+    return tolerance
+
+
+def assert_no_less_accurate(ours: np.ndarray, theirs: np.ndarray, exact: np.ndarray, magnitude: np.ndarray,
+                            what: str = "") -> None:
+    """ours (float32) is at least as close to `exact` (float64) as theirs, in its largest and in its total error,
+    up to one float32 ulp (two unit roundoffs) of `magnitude`, what each element combines (the same computation on
+    absolute values): the other implementation may round in another order or fuse a multiply and an add, and so
+    land on the neighbouring float."""
+    ours_error, their_error = np.abs(ours - exact), np.abs(theirs - exact)
+    slack = 2 * FLOAT32_UNIT_ROUNDOFF * magnitude
+    assert ours_error.max() <= their_error.max() + slack.max(), (what, "max", ours_error.max(), their_error.max())
+    assert ours_error.sum() <= their_error.sum() + slack.sum(), (what, "sum", ours_error.sum(), their_error.sum())
 
 
 def assert_adjoint(forward, backward, x: np.ndarray, g: np.ndarray, rtol: float = 1e-12) -> None:

@@ -255,6 +255,18 @@ def test_strict_raises_on_rejected_calls_and_restores():
     run(grid_sampler(mode="bicubic"))
 
 
+def test_strict_contexts_left_out_of_order_leave_no_check():
+    # As threads leave them: the first entered is left first. Each context's check lasts exactly as long as it.
+    first, second = ascend.strict("910B"), ascend.strict("310P", rejected="warn")
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert (_strict.chip, _strict.raise_rejected) == ("310P", False)
+    second.__exit__(None, None, None)
+    assert (_strict.chip, _strict.raise_rejected) == (None, True)
+    run(grid_sampler(mode="bicubic"))
+
+
 def test_strict_warns_on_computed_differently_and_results_do_not_change():
     call = upsample(output_size=(5, 6), scales=(1.5, 2.0))
     op, args, kwargs = real(call)

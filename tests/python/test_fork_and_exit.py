@@ -56,9 +56,12 @@ def test_a_fork_pool_runs_every_operator_after_the_parent_did():
 
 @pytest.mark.parametrize("attempt", range(3))
 def test_interpreter_exit_while_daemon_threads_call_the_operators(attempt):
-    # Short calls in a loop, so that threads come back from kernels while Python finalizes: Python ends
-    # them with pthread_exit, whose unwind through pybind11's GIL guard (a destructor) called
-    # std::terminate ("terminate called without an active exception", exit code 134).
+    # Short calls in a loop, so that threads come back from kernels while Python finalizes: Python (3.13 and
+    # before) ends them with pthread_exit where they take the GIL back. Unwound through pybind11's GIL guard (a
+    # destructor), that called std::terminate ("terminate called without an active exception", exit code 134);
+    # unwound through the binding, the output array's destructor freed it without the GIL, which on Python 3.13
+    # with NumPy 2 takes the GIL again (tracemalloc) and so called pthread_exit inside a destructor: the same
+    # abort. Such threads are parked where they take the GIL back (csrc/python/numpy_view.h).
     result = run_probe("""
         import threading, time, numpy as np, spatialgrad as sg
         x = np.ones((1, 16, 64, 64), np.float32)

@@ -323,8 +323,17 @@ def torch_half_results(fmt: Format, name, qarrays, options, grad_output):
     return [out.detach().float().numpy(), x.grad.float().numpy()]
 
 
-# What PyTorch 1.13 / torchvision 0.14 implement on the CPU in half precision (ms_deform_attn has no kernel).
-TORCH_HALF_SUPPORT = {("avg_pool2d", "bfloat16"), ("upsample_bilinear2d", "bfloat16"), ("roi_align", "float16")}
+def torch_half_results_or_none(fmt: Format, name, qarrays, options, grad_output):
+    """torch_half_results, or None where PyTorch (or torchvision) raises "not implemented": which kernels exist
+    depends on the version (1.13 / 0.14: bfloat16 pooling and upsampling, float16 RoIAlign; 2.6 / 0.21: pooling,
+    upsampling and grid sampling in both formats, RoIAlign in float16), so the call itself tells. Any other
+    error fails the test."""
+    try:
+        return torch_half_results(fmt, name, qarrays, options, grad_output)
+    except RuntimeError as error:
+        if "not implemented" not in str(error):
+            raise
+        return None
 
 
 @requires_torch
@@ -332,13 +341,11 @@ TORCH_HALF_SUPPORT = {("avg_pool2d", "bfloat16"), ("upsample_bilinear2d", "bfloa
 def test_no_less_accurate_than_torch_half_kernels(case, fmt, rng):
     _, name, arrays, options = case
     qarrays, grad_output = quantized_problem(fmt, name, arrays, options, rng)
-    if (name, fmt.name) not in TORCH_HALF_SUPPORT:
-        with pytest.raises(RuntimeError, match="not implemented"):
-            torch_half_results(fmt, name, qarrays, options, grad_output)
-        return
+    theirs = torch_half_results_or_none(fmt, name, qarrays, options, grad_output)
+    if theirs is None:
+        return  # PyTorch raised "not implemented" for this format: nothing to compare with
     ours = run(name, qarrays, options, grad_output)
     ours = [ours[0], ours[1][0]]
-    theirs = torch_half_results(fmt, name, qarrays, options, grad_output)
     exact = run(name, widen_arrays(fmt, qarrays, np.float64), options, fmt.widen(grad_output).astype(np.float64))
     exact = [exact[0], exact[1][0]]
     for what, a, b, ref in zip(("forward", "backward"), ours, theirs, exact):

@@ -37,8 +37,23 @@ def test_modules_are_saved_and_scripted_under_their_public_module():
     torch.save(RoIAlign(7, 1.0, 2), buffer)
     assert b"spatialgrad.torch.nn" in buffer.getvalue() and b"_roi_align" not in buffer.getvalue()
     buffer.seek(0)
-    assert type(torch.load(buffer)) is RoIAlign
+    # A whole pickled module loads only with weights_only=False (PyTorch 2.6's default is True; 1.13's False).
+    assert type(torch.load(buffer, weights_only=False)) is RoIAlign
     assert str(torch.jit.script(RoIAlign(7, 1.0, 2))._c._type()) == "__torch__.spatialgrad.torch.nn.RoIAlign"
+
+
+def test_state_dicts_load_with_weights_only():
+    # What PyTorch 2.6 loads by default: tensors by name, no classes of ours in the file.
+    import io
+
+    torch.manual_seed(0)
+    layer = MultiScaleDeformableAttention(embed_dims=16, num_heads=2, num_levels=2, num_points=2)
+    buffer = io.BytesIO()
+    torch.save(layer.state_dict(), buffer)
+    buffer.seek(0)
+    restored = MultiScaleDeformableAttention(embed_dims=16, num_heads=2, num_levels=2, num_points=2)
+    restored.load_state_dict(torch.load(buffer, weights_only=True))
+    assert all(torch.equal(a, b) for a, b in zip(restored.state_dict().values(), layer.state_dict().values()))
 
 
 def mmcv_forward(module, query, value, reference_points, shapes, starts, identity=None):

@@ -1,4 +1,8 @@
 """spatialgrad.torch.patch(): existing PyTorch/torchvision code routed to spatialgrad, and back."""
+import random
+import sys
+import threading
+import time
 import warnings
 
 import pytest
@@ -9,10 +13,14 @@ torchvision = pytest.importorskip("torchvision")
 import torch.nn.functional as F  # noqa: E402
 
 import spatialgrad.torch as sgt  # noqa: E402
+from spatialgrad.functional import _strict  # noqa: E402
 from helpers import count_patch_calls  # noqa: E402
 
 ROUTED = [(F, "grid_sample"), (F, "interpolate"), (F, "upsample"), (F, "upsample_bilinear"), (F, "avg_pool2d"),
           (torchvision.ops, "roi_align")]
+# Every name patch() replaces: the above and the names torchvision's own modules call.
+REPLACED = ROUTED + [(sys.modules["torchvision.ops.roi_align"], "roi_align"),
+                     (sys.modules["torchvision.ops.poolers"], "roi_align")]
 
 
 @pytest.fixture
@@ -22,7 +30,7 @@ def calls(monkeypatch):
 
 
 def originals():
-    return {(m, n): getattr(m, n) for m, n in ROUTED}
+    return {(m, n): getattr(m, n) for m, n in REPLACED}
 
 
 def test_routed_functions_are_spatialgrads_and_come_back():
@@ -99,7 +107,7 @@ def test_nesting_start_stop_and_decorator():
     outer.start()
     outer_grid_sample = F.grid_sample
     with sgt.patch(ops=["grid_sample"]):
-        assert F.grid_sample is not outer_grid_sample
+        assert F.grid_sample is outer_grid_sample  # one replacement, shared (not a wrapper of the outer one)
         assert F.avg_pool2d.__module__.startswith("spatialgrad")
     assert F.grid_sample is outer_grid_sample
     outer.stop()
@@ -135,3 +143,74 @@ def test_multiscale_roi_align_routes_through_torchvision():
     torch.testing.assert_close(got, expected)
     ours = sgt.nn.MultiScaleRoIAlign(["p2", "p3"], 3, 2)
     torch.testing.assert_close(ours(features, boxes, shapes), expected)
+
+
+def _is_one_replacement_over_the_original(module, name, before):
+    """The name holds a spatialgrad replacement whose original is PyTorch's or torchvision's function (no
+    replacement of a replacement)."""
+    function = getattr(module, name)
+    return function.__module__.startswith("spatialgrad") and function.__wrapped_original__ is before[(module, name)]
+
+
+def test_overlapping_patches_in_threads_leave_the_originals():
+    # The issue's probe: 4 threads x 200 blocks, overlapping at random. Each block sees one replacement over
+    # the original, and the originals are back once every block has ended.
+    before = originals()
+    kinds = [dict(), dict(ops=["avg_pool2d"]), dict(ops=["roi_align", "grid_sample"]), dict(ascend="910B")]
+    failures = []
+
+    def blocks(seed):
+        rng = random.Random(seed)
+        for _ in range(200):
+            kind = kinds[rng.randrange(len(kinds))]
+            with sgt.patch(**kind):
+                time.sleep(rng.random() * 1e-4)  # lets another thread enter or leave its block meanwhile
+                ops = kind.get("ops", sgt.OPERATORS)
+                names = [(F, "avg_pool2d")] if "avg_pool2d" in ops else [(F, "grid_sample")]
+                if not all(_is_one_replacement_over_the_original(m, n, before) for m, n in names):
+                    failures.append(kind)
+
+    threads = [threading.Thread(target=blocks, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert originals() == before
+    assert _strict.chip is None
+
+
+def test_patches_stopped_out_of_order_leave_the_originals():
+    before = originals()
+    everything, sampling = sgt.patch(ascend="910B"), sgt.patch(ops=["grid_sample"], ascend="310P")
+    everything.start()
+    sampling.start()
+    everything.stop()  # the first started stops first: the grid sampler stays routed, the rest comes back
+    assert _is_one_replacement_over_the_original(F, "grid_sample", before)
+    assert {key: f for key, f in originals().items() if key != (F, "grid_sample")} == \
+        {key: f for key, f in before.items() if key != (F, "grid_sample")}
+    assert _strict.chip == "310P"  # the check of the patch still active
+    sampling.stop()
+    assert originals() == before
+    assert _strict.chip is None
+
+
+def test_a_decorated_function_runs_in_threads_at_once():
+    # A decorator is one patch object, started once per call: here by 4 threads whose calls overlap.
+    before = originals()
+    inside = threading.Barrier(4)
+
+    @sgt.patch(ops=["avg_pool2d"])
+    def pool(x):
+        inside.wait(timeout=30)
+        return F.avg_pool2d.__wrapped_original__ is before[(F, "avg_pool2d")], F.avg_pool2d(x, 2)
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(pool(torch.ones(1, 1, 4, 4)))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [routed for routed, _ in results] == [True] * 4
+    assert all(torch.equal(y, torch.ones(1, 1, 2, 2)) for _, y in results)
+    assert originals() == before

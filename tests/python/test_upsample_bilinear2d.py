@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import spatialgrad as sg
-from helpers import (assert_adjoint, negative_strided, non_contiguous, requires_torch, same_bits_for_thread_counts, tol,
-                     torch)
+from helpers import (assert_adjoint, assert_no_less_accurate, negative_strided, non_contiguous, requires_torch,
+                     same_bits_for_thread_counts, sampling_tolerance, tol, torch)
 
 if torch is not None:
     import torch.nn.functional as F
@@ -54,6 +54,24 @@ def ours(x, g, out_size, align_corners, scales, layout="NCHW"):
     return y, gi
 
 
+def parity_tolerances(x, g, out_hw):
+    """(forward, backward) tolerances against PyTorch (helpers.sampling_tolerance; NCHW): source coordinates lie in
+    [0, in). A weight moves with its coordinate, one axis at a time: an output moves by up to 2 max|x| per unit,
+    per axis; a grad_input element by 2 max|g| for each output that reads it (at most out // in + 2 per axis)."""
+    coordinate = max(x.shape[-2:])
+    readers = np.prod([o // i + 2 for i, o in zip(x.shape[-2:], out_hw)])
+    return (sampling_tolerance(x.dtype, coordinate, 2 * 2 * float(np.abs(x).max())),
+            sampling_tolerance(x.dtype, coordinate, 2 * readers * 2 * float(np.abs(g).max())))
+
+
+def assert_as_accurate_as_aten(x, g, out_hw, align_corners, scales, ours_results, aten_results):
+    """Our float32 forward and backward are at least as close to float64 as PyTorch's (helpers)."""
+    exact = ours(x.astype(np.float64), g.astype(np.float64), out_hw, align_corners, scales)
+    magnitude = ours(np.abs(x.astype(np.float64)), np.abs(g.astype(np.float64)), out_hw, align_corners, scales)
+    for what, a, b, e, m in zip(("forward", "backward"), ours_results, aten_results, exact, magnitude):
+        assert_no_less_accurate(a, b, e, m, f"{what} {x.shape} -> {out_hw} {align_corners} {scales}")
+
+
 # ---- adjoint: the backward is the transpose of the forward -------------------------------------------------------
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
@@ -86,8 +104,11 @@ def test_parity_with_aten_sweep(dtype, align_corners, rng):
             y, gi = ours(x, g, out_hw, align_corners, scales)
             assert y.dtype == dtype and gi.dtype == dtype
             msg = str((in_hw, out_hw, scales, align_corners))
-            np.testing.assert_allclose(y, y_ref, **tol(dtype), err_msg=msg)
-            np.testing.assert_allclose(gi, gi_ref, **tol(dtype), err_msg=msg)
+            forward_tol, backward_tol = parity_tolerances(x, g, out_hw)
+            np.testing.assert_allclose(y, y_ref, **forward_tol, err_msg=msg)
+            np.testing.assert_allclose(gi, gi_ref, **backward_tol, err_msg=msg)
+            if dtype == np.float32:
+                assert_as_accurate_as_aten(x, g, out_hw, align_corners, scales, (y, gi), (y_ref, gi_ref))
             # NHWC gives the same numbers, transposed.
             y_l, gi_l = ours(nhwc(x), nhwc(g), out_hw, align_corners, scales, layout="NHWC")
             np.testing.assert_array_equal(nchw(y_l), y)
@@ -112,8 +133,28 @@ def test_parity_with_aten_random(seed):
         y_ref, gi_ref = aten_reference(x, g, out_hw, align_corners, scales)
         y, gi = ours(x, g, out_hw, align_corners, scales)
         msg = str((shape, out_hw, scales, align_corners, dtype))
-        np.testing.assert_allclose(y, y_ref, **tol(dtype), err_msg=msg)
-        np.testing.assert_allclose(gi, gi_ref, **tol(dtype), err_msg=msg)
+        forward_tol, backward_tol = parity_tolerances(x, g, out_hw)
+        np.testing.assert_allclose(y, y_ref, **forward_tol, err_msg=msg)
+        np.testing.assert_allclose(gi, gi_ref, **backward_tol, err_msg=msg)
+        if dtype == np.float32:
+            assert_as_accurate_as_aten(x, g, out_hw, align_corners, scales, (y, gi), (y_ref, gi_ref))
+
+
+@requires_torch
+@pytest.mark.parametrize("in_shape,out_hw,align_corners,scales", [
+    ((2, 3, 64, 64), (128, 128), True, (None, None)),      # the issue's shape: ratio 63/127, coordinates to 63
+    ((1, 1, 3, 29), (16, 4), True, (None, None)),          # ratios 2/15 and 28/3, which float32 cannot hold
+    ((2, 4, 26, 2), (4, 9), True, (None, None)),
+    ((1, 3, 21, 38), (9, 14), True, (None, None)),
+    ((1, 4, 10, 37), (23, 2), False, (3.2703164761690204, 0.1180757363558473))])  # 1 / scale
+def test_float32_as_accurate_as_aten(in_shape, out_hw, align_corners, scales):
+    # Shapes where a ratio or coordinate rounded to float32 (PyTorch) costs the most, or where it happens to land
+    # on whole pixels, which a float32 ratio in float64 coordinates (spatialgrad before) missed by its rounding.
+    rng = np.random.default_rng(19)
+    x = rng.standard_normal(in_shape).astype(np.float32)
+    g = rng.standard_normal(in_shape[:2] + out_hw).astype(np.float32)
+    assert_as_accurate_as_aten(x, g, out_hw, align_corners, scales, ours(x, g, out_hw, align_corners, scales),
+                               aten_reference(x, g, out_hw, align_corners, scales))
 
 
 @requires_torch
@@ -170,13 +211,14 @@ def test_parity_channels_last_at_standard_shape_float32(align_corners, rng):
     x_l, g_l = tx.permute(0, 2, 3, 1).numpy(), tg.permute(0, 2, 3, 1).numpy()
     y = sg.upsample_bilinear2d(x_l, 128, align_corners=align_corners, layout="NHWC")
     gi = sg.upsample_bilinear2d_backward(g_l, 128, x_l.shape, align_corners, layout="nhwc")
-    np.testing.assert_allclose(nchw(y), y_ref.numpy(), **tol(np.float32))
-    np.testing.assert_allclose(nchw(gi), gi_ref.numpy(), **tol(np.float32))
-    # NCHW at the same shape.
-    np.testing.assert_allclose(sg.upsample_bilinear2d(x, 128, align_corners=align_corners), y_ref.numpy(),
-                               **tol(np.float32))
-    np.testing.assert_allclose(sg.upsample_bilinear2d_backward(g, 128, x.shape, align_corners), gi_ref.numpy(),
-                               **tol(np.float32))
+    forward_tol, backward_tol = parity_tolerances(x, g, (128, 128))
+    np.testing.assert_allclose(nchw(y), y_ref.numpy(), **forward_tol)
+    np.testing.assert_allclose(nchw(gi), gi_ref.numpy(), **backward_tol)
+    # NCHW at the same shape: the same numbers.
+    np.testing.assert_array_equal(sg.upsample_bilinear2d(x, 128, align_corners=align_corners), nchw(y))
+    np.testing.assert_array_equal(sg.upsample_bilinear2d_backward(g, 128, x.shape, align_corners), nchw(gi))
+    assert_as_accurate_as_aten(x, g, (128, 128), align_corners, (None, None), (nchw(y), nchw(gi)),
+                               (y_ref.numpy(), gi_ref.numpy()))
 
 
 def test_large_ratio_clamps_to_the_last_input(rng):

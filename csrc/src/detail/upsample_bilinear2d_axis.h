@@ -9,17 +9,18 @@
 
 namespace spatialgrad::detail {
 
-// Source-coordinate step per output index. As in PyTorch (area_pixel_compute_scale<scalar_t>), the
-// ratio is rounded to the accumulation type: float32 parity needs the same float ratio. A scale that
-// is not > 0 (also NaN) means "not given".
-template <class Acc>
-Acc linear_ratio(int64_t in, int64_t out, bool align_corners, double scale) {
-  if (align_corners) return out > 1 ? static_cast<Acc>(in - 1) / static_cast<Acc>(out - 1) : Acc(0);
-  return scale > 0 ? static_cast<Acc>(1.0 / scale) : static_cast<Acc>(in) / static_cast<Acc>(out);
+// Source-coordinate step per output index (PyTorch's area_pixel_compute_scale), in double for every
+// dtype. A scale that is not > 0 (also NaN) means "not given". PyTorch 1.13 rounds the ratio to float for
+// float32 and PyTorch 2 also computes the coordinates in float (opmath_t): a coordinate then carries an
+// error of up to 2^-24 of its size, and a weight with it, which moved results of 64 -> 128 rows by up to
+// 1.3e-5 on PyTorch 2.6. Ours are exact to double precision: the only float32 rounding of a weight is
+// its own.
+inline double linear_ratio(int64_t in, int64_t out, bool align_corners, double scale) {
+  if (align_corners) return out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
+  return scale > 0 ? 1.0 / scale : static_cast<double>(in) / static_cast<double>(out);
 }
 
-// Source coordinate of output index d (area_pixel_compute_source_index), in double as PyTorch's CPU
-// kernels evaluate it (acc_type<float> is double there); never negative.
+// Source coordinate of output index d (area_pixel_compute_source_index), in double; never negative.
 inline double linear_source(double ratio, int64_t d, bool align_corners) {
   if (align_corners) return ratio * static_cast<double>(d);
   const double src = ratio * (static_cast<double>(d) + 0.5) - 0.5;
@@ -49,7 +50,7 @@ LinearAxis<Acc> make_linear_axis(int64_t in, int64_t out, bool align_corners, do
   axis.i1.resize(out);
   axis.l0.resize(out);
   axis.l1.resize(out);
-  const double ratio = static_cast<double>(linear_ratio<Acc>(in, out, align_corners, scale));
+  const double ratio = linear_ratio(in, out, align_corners, scale);
   const double last = static_cast<double>(in - 1);
   for (int64_t o = 0; o < out; ++o) {
     if (in == out) {  // same size: a copy, whatever the ratio says

@@ -25,7 +25,8 @@ RuntimeError naming the operator.
 """
 import contextlib
 import importlib
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Tuple
+import threading
+from typing import TYPE_CHECKING, Iterable, List, Optional
 
 import torch
 
@@ -109,8 +110,12 @@ class patch(contextlib.ContextDecorator):
     entries > 0, but got [-2]``), and the original's exception type. TorchScript resolves functions when it compiles: script a
     model outside the context (a scripted model keeps calling the originals).
 
-    The replacement is process-wide while active (module attributes): other threads see it too. Contexts nest;
-    leave them in the reverse order of entering. ``start()`` returns the patch; ``active`` says whether it is.
+    The replacement is process-wide while active (module attributes): other threads see it too. Patches may
+    overlap, nest, and start and stop in any order and from any threads: a name is replaced while at least one
+    started patch routes its operator (every such patch shares one replacement), and is the original again once
+    none does. The same patch may be started several times (each ``start()`` is undone by one ``stop()``; a
+    decorated function called from several threads does this). ``start()`` returns the patch; ``active`` says
+    whether it is started.
 
     Raises:
         ValueError: ``ops`` names an operator not in ``OPERATORS``, or is a single string; ``ascend`` names an
@@ -130,29 +135,30 @@ class patch(contextlib.ContextDecorator):
                              f"but got {short_repr(ops)}")
         self.ops = selected
         self.ascend = None if ascend is None else _ascend.validated_chip(ascend)
-        self._checks: List[contextlib.ExitStack] = []  # the strict() of each active start()
-        self._saved: List[Dict[Tuple[object, str], Callable]] = []  # one entry per active start()
+        self._lock = threading.Lock()
+        self._starts: List[contextlib.ExitStack] = []  # per active start(): its strict() check (with ascend)
 
     def start(self) -> "patch":
-        """Replaces the functions; each start() is undone by one stop()."""
-        saved: Dict[Tuple[object, str], Callable] = {}
-        for op in self.ops:
-            for (module, name), replacement in _patch.replacements(_ROUTES[op]).items():
-                saved[(module, name)] = getattr(module, name)
-                setattr(module, name, replacement)
-        self._saved.append(saved)
-        self._checks.append(contextlib.ExitStack())
+        """Routes the operators (the first started patch of each replaces its functions); each start() is
+        undone by one stop()."""
+        checks = contextlib.ExitStack()
         if self.ascend is not None:
-            self._checks[-1].enter_context(_ascend.strict(self.ascend))
+            checks.enter_context(_ascend.strict(self.ascend))
+        for op in self.ops:
+            _patch.route(op, _ROUTES[op])
+        with self._lock:
+            self._starts.append(checks)
         return self
 
     def stop(self) -> None:
-        """Puts back what start() replaced (the originals, or an enclosing patch's functions)."""
-        if not self._saved:
-            raise RuntimeError("spatialgrad.torch.patch.stop(): expected a started patch, but it is not active")
-        for (module, name), previous in self._saved.pop().items():
-            setattr(module, name, previous)
-        self._checks.pop().close()
+        """Undoes one start(): an operator no other started patch routes has its original functions back."""
+        with self._lock:
+            if not self._starts:
+                raise RuntimeError("spatialgrad.torch.patch.stop(): expected a started patch, but it is not active")
+            checks = self._starts.pop()  # any of them: all check the same chip
+        for op in self.ops:
+            _patch.unroute(op)
+        checks.close()
 
     def __enter__(self) -> "patch":
         return self.start()
@@ -164,7 +170,7 @@ class patch(contextlib.ContextDecorator):
     @property
     def active(self) -> bool:
         """Whether this patch is started (by ``start()`` or ``with``) and not yet stopped."""
-        return bool(self._saved)
+        return bool(self._starts)
 
 
 from . import nn  # noqa: E402  (modules built on the functions above)

@@ -1,5 +1,7 @@
-"""What ``spatialgrad.torch.patch`` is made of: the helpers each operator module's replacements share, and
-``Routes``, which each patched operator's module declares (``PATCH``): which functions it replaces, and with what."""
+"""What ``spatialgrad.torch.patch`` is made of: the helpers each operator module's replacements share,
+``Routes``, which each patched operator's module declares (``PATCH``): which functions it replaces, and with what,
+and the one process-wide installation of each operator's replacements that every active patch shares."""
+import threading
 from typing import Callable, Dict, List, NamedTuple, Tuple
 
 import torch
@@ -11,20 +13,45 @@ Target = Tuple[object, str]  # (module, attribute)
 
 class Routes(NamedTuple):
     """Where ``patch()`` routes an operator: ``targets()`` lists the (module, attribute) pairs it replaces (none
-    when their package is not installed); ``replace(now)`` gives the new value of each, built over ``now``, the
-    current ones (the originals, or an enclosing patch's functions)."""
+    when their package is not installed); ``replace(originals)`` gives the new value of each, built over the
+    functions there before (which it calls for what spatialgrad does not compute)."""
     targets: Callable[[], List[Target]]
     replace: Callable[[Dict[Target, Callable]], Dict[Target, Callable]]
 
 
 def each(make: Callable[[Callable], Callable]) -> Callable[[Dict[Target, Callable]], Dict[Target, Callable]]:
-    """A ``Routes.replace`` replacing every target by ``make(its current function)``."""
-    return lambda now: {target: make(original) for target, original in now.items()}
+    """A ``Routes.replace`` replacing every target by ``make(its original function)``."""
+    return lambda originals: {target: make(original) for target, original in originals.items()}
 
 
-def replacements(routes: Routes) -> Dict[Target, Callable]:
-    """The new value of every target of ``routes``, built over the current ones."""
-    return routes.replace({(module, name): getattr(module, name) for module, name in routes.targets()})
+# One installation of each operator's replacements, shared by every active patch routing it: the first start
+# installs them, the last stop puts the originals back, whatever the order of the starts and stops in between
+# and their threads. (Each patch saving and restoring what it found left replacements behind when two patches
+# stopped out of order, and stacked a wrapper per overlap.)
+_lock = threading.Lock()
+_routing: Dict[str, int] = {}  # operator -> how many active starts route it
+_originals: Dict[str, Dict[Target, Callable]] = {}  # operator -> its targets' functions before the first start
+
+
+def route(op: str, routes: Routes) -> None:
+    """One more active start routing ``op`` (whose routes are ``routes``); the first installs the replacements."""
+    with _lock:
+        if op not in _routing:
+            originals = {(module, name): getattr(module, name) for module, name in routes.targets()}
+            for (module, name), replacement in routes.replace(originals).items():
+                setattr(module, name, replacement)
+            _originals[op], _routing[op] = originals, 0
+        _routing[op] += 1
+
+
+def unroute(op: str) -> None:
+    """One start routing ``op`` fewer; after the last, its targets are the originals again."""
+    with _lock:
+        _routing[op] -= 1
+        if _routing[op] == 0:
+            del _routing[op]
+            for (module, name), original in _originals.pop(op).items():
+                setattr(module, name, original)
 
 
 _FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)

@@ -25,17 +25,26 @@ def _height_width(value) -> Optional[tuple]:
 
 
 def _boxes_k5(boxes: Union[torch.Tensor, List[torch.Tensor]], dtype: torch.dtype) -> torch.Tensor:
-    """torchvision's box formats: a (K, 5) tensor, or a list of (L_i, 4) tensors, one per image."""
-    if isinstance(boxes, (list, tuple)):
-        _check_boxes_per_image(boxes)
-        parts = [torch.cat([torch.full((b.shape[0], 1), i, dtype=b.dtype), b], dim=1) for i, b in enumerate(boxes)]
-        boxes = torch.cat(parts, dim=0) if parts else torch.zeros((0, 5), dtype=dtype)
-    return boxes.detach()
+    """torchvision's box formats as (K, 5) rows: a (K, 5) tensor as it is, a list of (L_i, 4) tensors (one per
+    image) joined with each image's index first. Nothing is detached, so that, as with torchvision, boxes that
+    require grad make an output that requires grad (their gradient is None), and a trace records no more than
+    torchvision's conversion records (torch.fx, torch.jit.trace)."""
+    if not isinstance(boxes, (list, tuple)):
+        return boxes
+    _check_boxes_per_image(boxes)
+    if not boxes:
+        return torch.zeros((0, 5), dtype=dtype)
+    joined = torch.cat(list(boxes), dim=0)
+    image_index = torch.cat([torch.full_like(b[:, :1], i) for i, b in enumerate(boxes)], dim=0)
+    return torch.cat([image_index, joined], dim=1)
 
 
 def _check_boxes_per_image(boxes: Sequence[torch.Tensor]) -> None:
-    """The list format is checked here: joined into (K, 5), a (L, 5) entry would be reported as (K, 6)."""
+    """The list format is checked here: joined into (K, 5), a (L, 5) entry would be reported as (K, 6). (torch.fx
+    traces with Proxies, whose shapes are not known: the operator checks the joined rows when the graph runs.)"""
     for i, b in enumerate(boxes):
+        if isinstance(b, torch.fx.Proxy):
+            continue
         if not isinstance(b, torch.Tensor) or b.dim() != 2 or b.shape[1] != 4:
             got = f"shape {tuple(b.shape)}" if isinstance(b, torch.Tensor) else type(b).__name__
             raise ValueError(f"spatialgrad.torch.roi_align(): expected boxes as a list of (L, 4) tensors (x1, y1, "
@@ -74,7 +83,7 @@ def roi_align(input: Tensor, boxes: Union[Tensor, List[Tensor]], output_size: Br
         return _roi_align_from_script(input, boxes, output_size, spatial_scale, sampling_ratio, aligned)
     size = _height_width(output_size) if package.native and _strict.chip is None else None
     if size is not None:
-        rois = boxes if isinstance(boxes, Tensor) else _boxes_k5(boxes, input.dtype)
+        rois = _boxes_k5(boxes, input.dtype)
         out = try_native(_native_roi_align, input, rois, spatial_scale, size[0], size[1], sampling_ratio, aligned)
         if out is not None:
             return out
