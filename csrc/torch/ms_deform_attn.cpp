@@ -19,17 +19,33 @@ using Triple = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 using Quadruple = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 using OptionalTensor = c10::optional<at::Tensor>;
 
-// The five inputs' views, named as the core's messages name them.
+// mmcv casts the points and weights to value's dtype (AMP: a float16 value, float32 locations), and so does the
+// operator (a copy only where they differ): their gradients come back in value's dtype, which autograd casts to
+// theirs. (In the operator rather than the adapter, so that traced graphs record the call alone.)
+at::Tensor in_value_dtype(const at::Tensor& t, const at::Tensor& value) {
+  if (t.scalar_type() == value.scalar_type() || !t.is_floating_point() || !value.is_floating_point()) return t;
+  const at::AutoDispatchBelowADInplaceOrView below_autograd;  // the copy is the kernel's, not a graph node
+  return t.to(value.scalar_type());
+}
+
+// The five inputs' views, named as the core's messages name them; the locations and weights in value's dtype.
 struct Inputs {
-  TensorView value, spatial_shapes, level_start_index, sampling_locations, attention_weights;
+  at::Tensor sampling_locations, attention_weights;  // (what the views below read)
+  TensorView value, spatial_shapes, level_start_index, locations, weights;
 };
 
 Inputs view_inputs(const char* op, const at::Tensor& value, const at::Tensor& spatial_shapes,
                    const at::Tensor& level_start_index, const at::Tensor& sampling_locations,
                    const at::Tensor& attention_weights) {
-  return {view_of(value, op, "value"), view_of(spatial_shapes, op, "spatial_shapes"),
-          view_of(level_start_index, op, "level_start_index"), view_of(sampling_locations, op, "sampling_locations"),
-          view_of(attention_weights, op, "attention_weights")};
+  Inputs in;
+  in.sampling_locations = in_value_dtype(sampling_locations, value);
+  in.attention_weights = in_value_dtype(attention_weights, value);
+  in.value = view_of(value, op, "value");
+  in.spatial_shapes = view_of(spatial_shapes, op, "spatial_shapes");
+  in.level_start_index = view_of(level_start_index, op, "level_start_index");
+  in.locations = view_of(in.sampling_locations, op, "sampling_locations");
+  in.weights = view_of(in.attention_weights, op, "attention_weights");
+  return in;
 }
 
 // mmcv's argument order, and the second-order kernel's.
@@ -44,8 +60,8 @@ at::Tensor forward_cpu(const at::Tensor& value, const at::Tensor& spatial_shapes
   run_kernel([&] {
     const Inputs in =
         view_inputs("ms_deform_attn", value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
-    out = new_output(value, ms_deform_attn_output_shape(in.value.sizes(), in.sampling_locations.sizes()));
-    ms_deform_attn(in.value, in.spatial_shapes, in.level_start_index, in.sampling_locations, in.attention_weights,
+    out = new_output(value, ms_deform_attn_output_shape(in.value.sizes(), in.locations.sizes()));
+    ms_deform_attn(in.value, in.spatial_shapes, in.level_start_index, in.locations, in.weights,
                    out.view);
   });
   return out.tensor;
@@ -66,12 +82,12 @@ BackwardCall start_backward(const char* op, const at::Tensor& value, const at::T
   call.in = view_inputs(op, value, spatial_shapes, level_start_index, sampling_locations, attention_weights);
   call.grad_output = view_of(grad_output, op, "grad_output");
   const Inputs& in = call.in;
-  check_ms_deform_attn_backward(in.value, in.spatial_shapes, in.level_start_index, in.sampling_locations,
-                                in.attention_weights, call.grad_output, in.value, in.sampling_locations,
-                                in.attention_weights);
+  check_ms_deform_attn_backward(in.value, in.spatial_shapes, in.level_start_index, in.locations,
+                                in.weights, call.grad_output, in.value, in.locations,
+                                in.weights);
   call.grad_value = new_output(value, value.sizes());
-  call.grad_locations = new_output(sampling_locations, sampling_locations.sizes());
-  call.grad_weights = new_output(attention_weights, attention_weights.sizes());
+  call.grad_locations = new_output(in.sampling_locations, sampling_locations.sizes());
+  call.grad_weights = new_output(in.attention_weights, attention_weights.sizes());
   return call;
 }
 
@@ -88,8 +104,8 @@ Triple backward_cpu(const at::Tensor& value, const at::Tensor& spatial_shapes, c
     call = start_backward("ms_deform_attn_backward", value, spatial_shapes, level_start_index, sampling_locations,
                           attention_weights, grad_output);
     const Inputs& in = call.in;
-    ms_deform_attn_backward(in.value, in.spatial_shapes, in.level_start_index, in.sampling_locations,
-                            in.attention_weights, call.grad_output, call.grad_value.view, call.grad_locations.view,
+    ms_deform_attn_backward(in.value, in.spatial_shapes, in.level_start_index, in.locations,
+                            in.weights, call.grad_output, call.grad_value.view, call.grad_locations.view,
                             call.grad_weights.view);
   });
   return {call.grad_value.tensor, call.grad_locations.tensor, call.grad_weights.tensor};
@@ -115,7 +131,7 @@ Quadruple double_backward_cpu(const at::Tensor& value, const at::Tensor& spatial
     d_grad_output = new_output(grad_output, grad_output.sizes());
     const Inputs& in = call.in;
     ms_deform_attn_double_backward(
-        in.value, in.spatial_shapes, in.level_start_index, in.sampling_locations, in.attention_weights,
+        in.value, in.spatial_shapes, in.level_start_index, in.locations, in.weights,
         call.grad_output, view_of(grad_grad_value, op, "grad_grad_value"),
         view_of(grad_grad_sampling_locations, op, "grad_grad_sampling_locations"),
         view_of(grad_grad_attention_weights, op, "grad_grad_attention_weights"), call.grad_value.view,

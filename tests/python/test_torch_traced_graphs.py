@@ -107,14 +107,29 @@ def test_traced_graphs_run_as_eager(case):
     assert torch.equal(torch.jit.trace(ours, inputs, check_trace=False)(*inputs), expected)
 
 
-def test_fx_records_one_deformable_attention_node():
-    # No PyTorch or torchvision counterpart: one operator call, and besides only the casts of the points and
-    # weights to value's dtype (mmcv's, which the adapter applies before the operator).
+def test_fx_and_jit_trace_record_one_deformable_attention_node():
+    # No PyTorch or torchvision counterpart (mmcv casts the points and weights to value's dtype inside its
+    # Function; the operator does so too): one operator call and nothing else.
     shapes, starts = torch.tensor([[4, 4], [2, 2]]), torch.tensor([0, 16])
-    recorded = _fx_nodes(lambda v, loc, w: sgt.ms_deform_attn(v, shapes, starts, loc, w), 3)
-    assert recorded.count(("call", "OP")) == 1
-    others = [node for node in recorded if node[0] in ("call_function", "call_method", "call_module")]
-    assert set(others) <= {("call_function", "getattr"), ("call_method", "to")}, recorded
+    ours = lambda v, loc, w: sgt.ms_deform_attn(v, shapes, starts, loc, w)  # noqa: E731
+    recorded = _fx_nodes(ours, 3)
+    assert [node for node in recorded if node[0] in ("call", "call_function", "call_method", "call_module")] == [
+        ("call", "OP")], recorded
+    inputs = (torch.rand(1, 20, 2, 4), torch.rand(1, 3, 2, 2, 2, 2), torch.rand(1, 3, 2, 2, 2))
+    kinds = _jit_kinds(ours, inputs)
+    assert kinds.count("OP") == 1 and "aten::to" not in kinds, kinds
+
+
+def test_deformable_attention_casts_mixed_dtypes_as_mmcv():
+    """A bfloat16 value with float32 points and weights (AMP): computed in value's dtype, each input's gradient in
+    its own dtype."""
+    shapes, starts = torch.tensor([[4, 4], [2, 2]]), torch.tensor([0, 16])
+    value = torch.rand(1, 20, 2, 4).bfloat16().requires_grad_()
+    loc, w = torch.rand(1, 3, 2, 2, 2, 2, requires_grad=True), torch.rand(1, 3, 2, 2, 2, requires_grad=True)
+    out = sgt.ms_deform_attn(value, shapes, starts, loc, w)
+    assert torch.equal(out, sgt.ms_deform_attn(value, shapes, starts, loc.bfloat16(), w.bfloat16()))
+    grads = torch.autograd.grad(out.float().sum(), [value, loc, w])
+    assert [g.dtype for g in grads] == [torch.bfloat16, torch.float32, torch.float32]
 
 
 @pytest.mark.parametrize("case", CASES)

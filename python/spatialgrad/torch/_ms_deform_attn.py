@@ -53,17 +53,15 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
     if torch.jit.is_scripting():
         return _ms_deform_attn_from_script(value, spatial_shapes, level_start_index, sampling_locations,
                                            attention_weights, im2col_step)
-    # mmcv casts the points to value's dtype (AMP: float16 value, float32 locations); the casts are part of
-    # the graph, so each input's gradient comes back in its own dtype.
-    sampling_locations = sampling_locations.to(value.dtype)
-    attention_weights = attention_weights.to(value.dtype)
+    # mmcv casts the points to value's dtype (AMP: float16 value, float32 locations), and so does the operator;
+    # here the casts are part of the graph, so each input's gradient comes back in its own dtype.
     if package.native and _strict.chip is None:
         out = try_native(_native_ms_deform_attn, value, spatial_shapes, level_start_index, sampling_locations,
                          attention_weights, im2col_step)
         if out is not None:
             return out
-    return apply("ms_deform_attn", [value, spatial_shapes, level_start_index, sampling_locations,
-                                    attention_weights], {})
+    return apply("ms_deform_attn", [value, spatial_shapes, level_start_index, sampling_locations.to(value.dtype),
+                                    attention_weights.to(value.dtype)], {})
 
 
 def ms_deform_attn_reference(value: torch.Tensor, spatial_shapes: torch.Tensor, sampling_locations: torch.Tensor,
@@ -116,9 +114,8 @@ def ms_deform_attn_reference(value: torch.Tensor, spatial_shapes: torch.Tensor, 
 
 def _ms_deform_attn_native_script(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
                                   sampling_locations: Tensor, attention_weights: Tensor, im2col_step: int) -> Tensor:
-    return torch.ops.spatialgrad.ms_deform_attn(value, spatial_shapes, level_start_index,
-                                                sampling_locations.to(value.dtype), attention_weights.to(value.dtype),
-                                                im2col_step)
+    return torch.ops.spatialgrad.ms_deform_attn(value, spatial_shapes, level_start_index, sampling_locations,
+                                                attention_weights, im2col_step)
 
 
 @fake("ms_deform_attn")
@@ -127,8 +124,9 @@ def _ms_deform_attn_fake(value, spatial_shapes, level_start_index, sampling_loca
     return empty_like_kernel(value, [value.shape[0], sampling_locations.shape[1], value.shape[2] * value.shape[3]])
 
 
-def _gradients_like(*tensors):
-    return tuple(empty_like_kernel(t, t.shape) for t in tensors)
+def _gradients_like(value, *tensors):
+    """Gradients of ``value`` and ``tensors``, all in value's dtype (the operator computes in it)."""
+    return tuple(empty_like_kernel(value, t.shape) for t in (value,) + tensors)
 
 
 @fake("ms_deform_attn_backward")
@@ -141,7 +139,8 @@ def _ms_deform_attn_backward_fake(value, spatial_shapes, level_start_index, samp
 def _ms_deform_attn_double_backward_fake(value, spatial_shapes, level_start_index, sampling_locations,
                                          attention_weights, grad_output, grad_grad_value,
                                          grad_grad_sampling_locations, grad_grad_attention_weights):
-    return _gradients_like(value, sampling_locations, attention_weights, grad_output)
+    return _gradients_like(value, sampling_locations, attention_weights) + (empty_like_kernel(grad_output,
+                                                                                              grad_output.shape),)
 
 
 class MultiScaleDeformableAttention(nn.Module):
