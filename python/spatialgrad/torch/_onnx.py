@@ -80,7 +80,7 @@ def _pair(values) -> List:
 
 
 def _sizes(value) -> List[Optional[int]]:
-    """The traced sizes of a tensor, None for a dynamic one (or all None when the rank is unknown too)."""
+    """A tensor value's sizes as its type knows them: None for an unknown or dynamic one, [] for an unknown rank."""
     sizes = value.type().varyingSizes() if isinstance(value.type(), torch._C.TensorType) else None
     return list(sizes) if sizes is not None else []
 
@@ -92,6 +92,7 @@ def _traced_sizes(g, input_index: int) -> List[Optional[int]]:
 
 
 def _const(g, values, dtype=torch.int64):
+    """A Constant node of `values` (a number or a list)."""
     return g.op("Constant", value_t=torch.tensor(values, dtype=dtype))
 
 
@@ -103,8 +104,15 @@ def _squeeze(g, value, axes: List[int]):
     return g.op("Squeeze", value, _const(g, axes)) if g.opset >= 13 else g.op("Squeeze", value, axes_i=axes)
 
 
-def _absent_input(g):
-    """An omitted optional input ("" in the ONNX graph), as PyTorch writes Resize's roi and scales."""
+def _dtype(value) -> torch.dtype:
+    return _DTYPES.get(value.type().scalarType(), torch.float32)
+
+
+def _omitted(g):
+    """An omitted optional input of Resize, as PyTorch writes its roi and scales: "" from opset 13, an empty
+    tensor before."""
+    if g.opset < 13:
+        return _const(g, [], torch.float32)
     absent = g.op("prim::Constant")
     absent.setType(torch._C.OptionalType.ofTensor())
     return absent
@@ -174,20 +182,16 @@ def avg_pool2d(g, input, kernel_size, stride, padding, ceil_mode, count_include_
     return _squeeze(g, _pool_4d(g, batched, kernel, stride, padding, extra, include_pad, divisor), [0])
 
 
-def _dtype(value) -> torch.dtype:
-    return _DTYPES.get(value.type().scalarType(), torch.float32)
-
-
 # ---- upsample_bilinear2d ------------------------------------------------------------------------------------------
 
 def upsample_bilinear2d(g, input, output_size, align_corners, scale_factors):
     """spatialgrad::upsample_bilinear2d (aten's .vec schema) -> Resize, as PyTorch exports F.interpolate: linear,
     align_corners or half_pixel, the given scales (with the batch and channel scales 1) or sizes."""
     _require_opset(g, "upsample_bilinear2d", 11, "Resize with coordinate_transformation_mode")
-    attributes = dict(coordinate_transformation_mode_s="align_corners" if _constant(
-        align_corners, "upsample_bilinear2d", "align_corners") else "half_pixel",
-        cubic_coeff_a_f=-0.75, mode_s="linear", nearest_mode_s="floor")
-    roi = _absent_input(g) if g.opset >= 13 else _const(g, [], torch.float32)
+    corners = _constant(align_corners, "upsample_bilinear2d", "align_corners")
+    attributes = dict(coordinate_transformation_mode_s="align_corners" if corners else "half_pixel", mode_s="linear",
+                      cubic_coeff_a_f=-0.75, nearest_mode_s="floor")  # (the last two unused: PyTorch writes them)
+    roi = _omitted(g)
     scales = _constant(scale_factors, "upsample_bilinear2d", "scale_factors")
     if scales is not None:
         scales = g.op("Concat", _const(g, [1.0, 1.0], torch.float32), _const(g, _pair(scales), torch.float32),
@@ -197,8 +201,7 @@ def upsample_bilinear2d(g, input, output_size, align_corners, scale_factors):
     size = output_size if isinstance(size, torch._C.Value) else _const(g, _pair(size))
     batch_and_channels = g.op("Slice", g.op("Shape", input), _const(g, [0]), _const(g, [2]), _const(g, [0]))
     sizes = g.op("Concat", batch_and_channels, g.op("Cast", size, to_i=_INT64), axis_i=0)
-    no_scales = _absent_input(g) if g.opset >= 13 else _const(g, [], torch.float32)
-    return g.op("Resize", input, roi, no_scales, sizes, **attributes)
+    return g.op("Resize", input, roi, _omitted(g), sizes, **attributes)
 
 
 # ---- grid_sampler_2d ----------------------------------------------------------------------------------------------
@@ -280,7 +283,8 @@ def _grids(g, sampling_locations, levels: int, points: int):
 
 def ms_deform_attn(g, value, spatial_shapes, level_start_index, sampling_locations, attention_weights, im2col_step):
     """spatialgrad::ms_deform_attn -> per level a GridSample of the level's image at its points, then the points
-    weighted and summed (bs, Q, nH * C). The batch, the number of queries and the levels' sizes may be dynamic."""
+    weighted and summed (bs, Q, nH * C). The batch, the number of queries and the levels' sizes may be dynamic;
+    im2col_step is ignored, as by the kernel."""
     _require_opset(g, "ms_deform_attn", 16, "GridSample")
     heads, channels = _fixed_dims(g, 0, [2, 3], "value")
     levels, points = _fixed_dims(g, 3, [3, 4], "sampling_locations")
