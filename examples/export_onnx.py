@@ -197,9 +197,10 @@ def time_encoder(model: nn.Module, path: str, inputs: dict) -> None:
     feed = {name: value.numpy() for name, value in inputs.items()}
     with torch.no_grad():
         eager, runtime = median_times([lambda: model(*inputs.values()), lambda: session.run(None, feed)])
-    print(f"encoder layer forward, batch 2, {inputs['src'].shape[1]} tokens, {threads} threads each (median of 30, "
-          f"calls alternating): PyTorch eager with spatialgrad {eager * 1e3:.2f} ms, "
-          f"ONNX Runtime {runtime * 1e3:.2f} ms")
+    plural = "s" if threads > 1 else ""
+    print(f"encoder layer forward, batch 2, {inputs['src'].shape[1]} tokens, {threads} thread{plural} each (median of "
+          f"30, calls alternating): PyTorch eager with spatialgrad {eager * 1e3:.2f} ms, ONNX Runtime "
+          f"{runtime * 1e3:.2f} ms")
 
 
 def main() -> int:
