@@ -74,13 +74,15 @@ demo: install
 	$(PY) examples/train_tiny_detector.py
 
 # The other examples, as CI runs them: the NumPy vjp script, the gradient penalty (second order), DDP on two
-# processes (checked against one process), the notebook, executed headlessly, and the Ascend check.
+# processes (checked against one process), the notebook, executed headlessly, the Ascend check and the ONNX
+# export (run in ONNX Runtime where the release has it).
 examples: install
 	$(PY) examples/numpy_vjp.py
 	$(PY) examples/gradient_penalty.py
 	$(PY) examples/train_ddp.py --steps 10
 	$(PY) scripts/run_notebook.py examples/explore.ipynb
 	$(PY) examples/ascend_check.py
+	$(PY) examples/export_onnx.py
 
 bench: install
 	$(PY) bench/compare.py

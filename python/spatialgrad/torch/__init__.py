@@ -174,3 +174,4 @@ class patch(contextlib.ContextDecorator):
 
 
 from . import nn  # noqa: E402  (modules built on the functions above)
+from . import _onnx  # noqa: E402,F401  (registers the spatialgrad:: operators' ONNX export)
