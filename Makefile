@@ -84,9 +84,15 @@ examples: install
 	$(PY) examples/ascend_check.py
 	$(PY) examples/export_onnx.py
 
+# make bench and make sweep write their JSON under bench/results/pytorch-<major.minor>/ (one folder per PyTorch
+# release): compare-$(RUN).json, per_call-$(RUN).json, sweep-$(RUN).json. RUN=2 adds a second run beside the first
+# (a reader takes each side's best time over the runs).
+RUN     ?= 1
+RESULTS  = $$($(PY) bench/common.py results-dir)
+
 bench: install
-	$(PY) bench/compare.py
-	$(PY) bench/per_call.py
+	results=$(RESULTS) && $(PY) bench/compare.py --json $$results/compare-$(RUN).json && \
+	  $(PY) bench/per_call.py --json $$results/per_call-$(RUN).json
 
 # Each operator per call on tiny and small inputs through spatialgrad.torch against PyTorch's own, forward and
 # fwd+bwd (the fixed cost of a call); PER_CALL_ARGS passes options, e.g. PER_CALL_ARGS="--ops roi_align".
@@ -104,9 +110,10 @@ bench-e2e: install
 	$(PY) bench/e2e.py $(E2E_ARGS)
 
 # Every operator on the shapes users run (bench/sweep_ops/), against PyTorch: ratios and scratch memory.
-# SWEEP_ARGS passes options, e.g. make sweep SWEEP_ARGS="--ops grid_sampler_2d --quick".
+# SWEEP_ARGS passes options, e.g. make sweep SWEEP_ARGS="--quick" (0.1 s per row, no plane beyond 4096x4096);
+# a run of some rows only (SWEEP_ARGS="--ops grid_sampler_2d") writes a partial result file: commit full runs.
 sweep: install
-	$(PY) bench/sweep.py $(SWEEP_ARGS)
+	$(PY) bench/sweep.py --json $(RESULTS)/sweep-$(RUN).json $(SWEEP_ARGS)
 
 clean:
 	rm -rf $(BUILD) *.egg-info python/*.egg-info

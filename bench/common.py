@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import gc
 import importlib
+import json
+import os
 import platform
 import statistics
 import time
@@ -27,8 +29,9 @@ class Case:
 
 
 def versions() -> Dict[str, str]:
-    """What a run measures and compares against: spatialgrad, PyTorch, torchvision (the roi_align baseline),
-    NumPy and Python by name, and the system ("not installed" for a package that is not)."""
+    """What a run measures and compares against, and where: spatialgrad, PyTorch, torchvision (the roi_align
+    baseline), NumPy and Python by name ("not installed" for a package that is not), the system, the CPU's model
+    name and the number of CPUs the process may run on."""
     found = {}
     for name in ("spatialgrad", "torch", "torchvision", "numpy"):
         try:
@@ -40,7 +43,38 @@ def versions() -> Dict[str, str]:
         found["system"] = platform.freedesktop_os_release()["PRETTY_NAME"]
     except (AttributeError, OSError, KeyError):  # Python < 3.10, or no os-release
         found["system"] = platform.platform()
+    found["cpu"] = cpu_model()
+    found["cpus"] = str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
     return found
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (platform.processor() is often empty on Linux)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def results_dir() -> str:
+    """Where make bench and make sweep keep their JSON: bench/results/pytorch-<major.minor>/, one folder per
+    PyTorch release compared against (scripts/render_performance.py reads every folder)."""
+    import torch
+
+    release = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", f"pytorch-{release}")
+
+
+def write_json(path: str, document: dict) -> None:
+    """Writes a result file (its folder made if missing), keys in a stable order for reviewable diffs."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as out:
+        json.dump(document, out, indent=1, sort_keys=True)
+        out.write("\n")
 
 
 def versions_line() -> str:
@@ -127,3 +161,11 @@ def half_cases(op: str, variant: str, direction: str, fn: Callable, arrays: Sequ
             out.append(Case(op, name, direction, ours, torch_baselines[fmt], f"{torch_name} {fmt}",
                             bytes_moved32 // 2, fmt))
     return out
+
+
+if __name__ == "__main__":  # make bench / make sweep ask where the results go
+    import sys
+
+    if sys.argv[1:] != ["results-dir"]:
+        raise SystemExit("usage: python bench/common.py results-dir")
+    print(results_dir())

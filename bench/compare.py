@@ -4,16 +4,29 @@ Prints, per operator and direction: our median time, the baseline's, the speed-u
 and our time divided by the memory floor (minimal bytes moved / copy bandwidth measured in this run).
 float16/bfloat16 rows (variant suffix fp16/bf16) are timed against our own float32 kernel and, where
 PyTorch has a CPU kernel for that dtype, against it too. "2nd-order" rows (the vjp of a backward, which
-PyTorch and mmcv do not have for these operators) are timed against our own first backward. Writes bench/results/bench.json and
-bench/results/bench.png.
+PyTorch and mmcv do not have for these operators) are timed against our own first backward.
 
-    python bench/compare.py [--ops avg_pool2d,...] [--dtypes float32,float16,bfloat16] [--threads 2] [--min-time 0.4]
+    python bench/compare.py [--ops avg_pool2d,...] [--dtypes float32,float16,bfloat16] [--threads 2]
+                            [--min-time 0.4] [--json FILE]
+
+make bench writes FILE = bench/results/pytorch-<major.minor>/compare[-<run>].json, which
+scripts/render_performance.py turns into docs/performance.md. The file (format 1):
+
+    {"kind": "compare", "format": 1,
+     "meta": {"threads": int, "min_time": float, "bandwidth_gbs": float (the copy bandwidth),
+              "spatialgrad", "torch", "torchvision", "numpy", "python", "system", "cpu", "cpus": str
+              (bench/common.py versions()), "machine": str},
+     "rows": [{"op": str, "variant": str, "direction": "forward" | "backward" | "2nd-order",
+               "dtype": "float32" | "float16" | "bfloat16" (of our side),
+               "ours_ms": float (median), "baseline_ms": float | null, "baseline": str (what it is; "ours
+               float32" or "ours backward" for rows timed against our own kernels),
+               "speedup": float | null (baseline_ms / ours_ms), "floor_ms": float (the memory floor),
+               "x_floor": float (ours_ms / floor_ms)}, ...]}
 """
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import platform
 import sys
 import time
@@ -24,7 +37,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import time_pair, versions, versions_line  # noqa: E402
+from common import time_pair, versions, versions_line, write_json  # noqa: E402
 
 # Adding an operator: write bench/ops/<name>.py with cases(rng) and add its name here.
 OPS = ["avg_pool2d", "upsample_bilinear2d", "grid_sampler_2d", "roi_align", "ms_deform_attn"]
@@ -50,12 +63,12 @@ def main() -> int:
                         help="comma-separated dtypes of our side (default: all)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--min-time", type=float, default=0.4, help="seconds of timing per case and side")
-    parser.add_argument("--out", default=str(HERE / "results"))
+    parser.add_argument("--json", help="write the rows and the run's settings to this file (format above)")
     args = parser.parse_args()
 
     # The default environment (no OMP_WAIT_POLICY): importing spatialgrad.torch runs our NumPy calls on
     # PyTorch's pool, so PyTorch's spinning OpenMP workers no longer keep our second thread off its core
-    # (docs/design.md, "NumPy calls on PyTorch's pool").
+    # (docs/design.md, "Beside PyTorch's OpenMP threads").
     import torch
 
     import spatialgrad as sg
@@ -87,60 +100,12 @@ def main() -> int:
             print(f"{case.op:<22} {case.variant:<24} {case.direction:<8} {ours * 1e3:9.2f} {base_s:>9} {speed_s:>9} "
                   f"{ours / floor:7.2f}x  {case.baseline_name}", flush=True)
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    meta = dict(threads=args.threads, bandwidth_gbs=bandwidth / 1e9, **versions(), machine=platform.machine(),
-                processor=platform.processor())
-    (out / "bench.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=2))
-    try:
-        plot(rows, out / "bench.png")
-    except ImportError:
-        print("matplotlib is not installed: no chart written")
-    print(f"wrote {out / 'bench.json'}")
+    if args.json:
+        meta = dict(threads=args.threads, min_time=args.min_time, bandwidth_gbs=bandwidth / 1e9, **versions(),
+                    machine=platform.machine())
+        write_json(args.json, dict(kind="compare", format=1, meta=meta, rows=rows))
+        print(f"wrote {args.json}")
     return 0
-
-
-def plot(rows, path: Path) -> None:
-    """Horizontal bars on a log scale: the speed-up over PyTorch per operator and variant, forward and
-    backward side by side, a line at 1x, and our time's ratio to the memory floor written beside each bar."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [r for r in rows if r["speedup"] is not None and not r["baseline"].startswith("ours")]
-    groups = {}  # (op, variant, dtype) -> {direction: row}, in bench order
-    for r in rows:
-        groups.setdefault((r["op"], r["variant"], r["dtype"]), {})[r["direction"]] = r
-    colours = {"forward": "#3a7ca5", "backward": "#d9822b"}
-    fig, ax = plt.subplots(figsize=(9, 0.42 * 2 * len(groups) + 1.5))
-    labels, positions, y = [], [], 0.0
-    for (op, variant, dtype), by_direction in groups.items():
-        for k, direction in enumerate(("forward", "backward")):
-            r = by_direction.get(direction)
-            if r is None:
-                continue
-            ax.barh(y - 0.2 + 0.4 * k, r["speedup"], height=0.38, color=colours[direction],
-                    label=direction if not positions else None)
-            ax.text(r["speedup"] * 1.05, y - 0.2 + 0.4 * k, f"{r['speedup']:.1f}x  ({r['x_floor']:.1f}x floor)",
-                    va="center", fontsize=7)
-        labels.append(f"{op}  {variant}" + ("" if dtype == "float32" else f"  ({dtype})"))
-        positions.append(y)
-        y += 1.0
-    ax.set_xscale("log")
-    ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set_yticks(positions)
-    ax.set_yticklabels(labels, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("speed-up over the baseline (log scale)\n(in brackets: our time / memory floor)", fontsize=9)
-    ax.set_title("spatialgrad vs PyTorch / torchvision / mmcv's fallback\nsame dtype, same process, 2 threads",
-                 fontsize=9)
-    handles = [matplotlib.patches.Patch(color=c, label=d) for d, c in colours.items()]
-    ax.legend(handles=handles, loc="lower right", fontsize=8)
-    ax.set_xlim(right=ax.get_xlim()[1] * 4)  # room for the labels
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 if __name__ == "__main__":

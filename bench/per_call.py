@@ -15,11 +15,20 @@ host). The environment is left as it is (make bench sets no OMP_WAIT_POLICY). Wo
 spatialgrad.torch (native operators or the Python autograd.Function); the header says which is active.
 
     python bench/per_call.py [--ops avg_pool2d,...] [--sizes tiny,small] [--rounds 9] [--threads 2] [--json FILE]
+
+make bench writes FILE = bench/results/pytorch-<major.minor>/per_call[-<run>].json, which
+scripts/render_performance.py turns into docs/performance.md. The file (format 1):
+
+    {"kind": "per_call", "format": 1,
+     "meta": {"native": bool (the native operators were active), "threads": int, "rounds": int,
+              "spatialgrad", "torch", "torchvision", "numpy", "python", "system", "cpu", "cpus": str
+              (bench/common.py versions())},
+     "rows": [{"op": str, "size": "tiny" | "small", "shape": [N, C, H, W], "theirs": str (the baseline),
+               "ours fwd", "theirs fwd", "ours fwd+bwd", "theirs fwd+bwd": float (best seconds per call)}, ...]}
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -35,7 +44,7 @@ import spatialgrad  # noqa: E402
 import spatialgrad.torch as sgt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import versions, versions_line  # noqa: E402
+from common import versions, versions_line, write_json  # noqa: E402
 
 SIZES = {"tiny": (1, 2, 8, 8), "small": (2, 16, 32, 32)}
 LOOP_SECONDS = 0.004  # each round's loop: long enough for perf_counter, short enough to dodge interruptions
@@ -159,7 +168,7 @@ def main() -> int:
     parser.add_argument("--sizes", default=",".join(SIZES), help="comma-separated sizes: tiny, small")
     parser.add_argument("--rounds", type=int, default=9, help="alternating rounds per row (the best is shown)")
     parser.add_argument("--threads", type=int, default=2, help="threads of both sides")
-    parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--json", help="also write the rows and the run's settings to this file (format above)")
     args = parser.parse_args()
     ops, sizes = args.ops.split(","), args.sizes.split(",")
     unknown = [op for op in ops if op not in CASES] + [s for s in sizes if s not in SIZES]
@@ -175,9 +184,9 @@ def main() -> int:
     rows = [measure(op, size, args.rounds) for op in ops for size in sizes]
     print(markdown(rows))
     if args.json:
-        with open(args.json, "w") as out:
-            json.dump({"native": bool(getattr(sgt, "native", False)), "versions": versions(), "rows": rows}, out,
-                      indent=1)
+        meta = dict(native=bool(getattr(sgt, "native", False)), threads=args.threads, rounds=args.rounds, **versions())
+        write_json(args.json, dict(kind="per_call", format=1, meta=meta, rows=rows))
+        print(f"wrote {args.json}")
     return 0
 
 

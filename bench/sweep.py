@@ -17,6 +17,19 @@ of waking the OOM killer.
 
     python bench/sweep.py [--ops grid_sampler_2d,...] [--filter 8000] [--threads 2] [--min-time 0.4] [--quick]
                           [--json sweep.json] [--strict]
+
+make sweep writes --json bench/results/pytorch-<major.minor>/sweep[-<run>].json, which
+scripts/render_performance.py turns into docs/performance.md. The file (format 1, results_document below):
+
+    {"kind": "sweep", "format": 1,
+     "meta": {"threads": int, "min_time": float, "quick": bool, "memory_measured": bool, "machine": str,
+              "spatialgrad", "torch", "torchvision", "numpy", "python", "system", "cpu", "cpus": str
+              (bench/common.py versions())},
+     "rows": [{"op": str, "shape": str (the row's description), "direction": "forward" | "backward",
+               "table": bool (a starred row), "anchor": str, "ours_ms", "anchor_ms", "ratio": float | null
+               (ratio = anchor_ms / ours_ms; null when a side failed), "scratch_mib",
+               "anchor_scratch_mib": float | null (null: not measured), "bound_mib", "io_mib": float,
+               "over_bound": bool, "error", "anchor_error": str | null}, ...]}
 """
 from __future__ import annotations
 
@@ -24,7 +37,6 @@ import argparse
 import ctypes
 import gc
 import importlib
-import json
 import os
 import platform
 import resource
@@ -38,7 +50,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import nbytes, time_pair, versions, versions_line  # noqa: E402
+from common import nbytes, time_pair, versions, versions_line, write_json  # noqa: E402
 
 OPS = ["avg_pool2d", "upsample_bilinear2d", "grid_sampler_2d", "roi_align", "ms_deform_attn"]
 DIRECTIONS = ("forward", "backward")
@@ -322,12 +334,19 @@ def main() -> int:
     print("\n".join(summary(rows)))
     print(f"{time.perf_counter() - start:.0f} s")
     if args.json:
-        meta = dict(threads=args.threads, min_time=args.min_time, quick=args.quick, **versions(),
-                    machine=platform.machine(), memory_measured=memory.available)
-        Path(args.json).write_text(json.dumps(dict(meta=meta, rows=rows), indent=2))
+        write_json(args.json, results_document(args, memory, rows))
         print(f"wrote {args.json}")
     failed = any((r["ratio"] is not None and r["ratio"] < 1.0) or r["over_bound"] or r["error"] for r in rows)
     return 1 if args.strict and failed else 0
+
+
+# ---- the result file ---------------------------------------------------------------------------------------
+
+def results_document(args, memory: PeakMemory, rows: list) -> dict:
+    """The --json document (its format is in the module docstring): the run's settings and versions, the rows."""
+    meta = dict(threads=args.threads, min_time=args.min_time, quick=args.quick, **versions(),
+                machine=platform.machine(), memory_measured=memory.available)
+    return dict(kind="sweep", format=1, meta=meta, rows=rows)
 
 
 if __name__ == "__main__":
