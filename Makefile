@@ -6,7 +6,7 @@ JOBS    ?= 2
 CMAKE   := cmake
 ROOT    := $(CURDIR)
 
-.PHONY: all bootstrap install cpp-test python-test test test-debian13 asan-test clang-test fuzz lint demo examples bench bench-per-call bench-load bench-e2e sweep clean
+.PHONY: all bootstrap install cpp-test python-test test test-debian13 asan-test clang-test fuzz lint demo examples bench bench-per-call bench-load bench-e2e sweep performance clean
 
 all: test
 
@@ -86,7 +86,8 @@ examples: install
 
 # make bench and make sweep write their JSON under bench/results/pytorch-<major.minor>/ (one folder per PyTorch
 # release): compare-$(RUN).json, per_call-$(RUN).json, sweep-$(RUN).json. RUN=2 adds a second run beside the first
-# (a reader takes each side's best time over the runs).
+# (the page takes each side's best time over the runs); make performance renders docs/performance.md, docs/bench.png
+# and the README's summary table from every committed result file.
 RUN     ?= 1
 RESULTS  = $$($(PY) bench/common.py results-dir)
 
@@ -114,6 +115,11 @@ bench-e2e: install
 # a run of some rows only (SWEEP_ARGS="--ops grid_sampler_2d") writes a partial result file: commit full runs.
 sweep: install
 	$(PY) bench/sweep.py --json $(RESULTS)/sweep-$(RUN).json $(SWEEP_ARGS)
+
+# docs/performance.md, docs/bench.png and the README's performance summary, from bench/results/ (no benchmark runs;
+# tests/python/test_performance_page.py checks that the committed page is what this renders).
+performance: bootstrap
+	$(PY) scripts/render_performance.py
 
 clean:
 	rm -rf $(BUILD) *.egg-info python/*.egg-info
