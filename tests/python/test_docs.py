@@ -5,6 +5,7 @@
   run, and the marker says why. Blocks that import PyTorch, torchvision or onnx skip, saying so, where the package
   is missing (`make test` makes a missing PyTorch an error instead).
 - Every relative link points at a file that exists, and an anchor at a heading of that file.
+- No clock time, date, issue number or word about how the project was worked on.
 - The README stays a front page (at most 250 lines); the CHANGELOG's latest version is VERSION's.
 """
 import importlib.util
@@ -114,6 +115,35 @@ def test_links_resolve(page):
         assert resolved.exists(), f"{page.name}: link to {target}: no such file"
         if anchor:
             assert anchor in anchors(resolved), f"{page.name}: link to {target}: no such heading"
+
+
+# ---- what the pages are about --------------------------------------------------------------------------------
+
+FORBIDDEN = {
+    "a clock time": r"\b([01]?\d|2[0-3]):[0-5]\d\b|\b(UTC|GMT)\b",
+    "a date": r"\b(19|20)\d\d-[01]\d-[0-3]\d\b",
+    "an issue number": r"\bissues?\s+#?\d+|(?<![\w/&])#\d+\b",
+    "the work process": r"\bsessions?\b|\bengineers?\b|\bquiet host\b|\bbusy host\b|\bshared host\b|"
+                        r"\bload average|\bthe lead\b|\breviews?\b|\breviewers?\b",
+}
+
+
+def test_the_forbidden_patterns_catch_what_they_should():
+    samples = {"a clock time": "quiet host, 11:00 and 11:20 UTC", "a date": "measured 2026-11-26",
+               "an issue number": "issue 33's 2.7x is out of reach", "the work process": "after the fourth session"}
+    for what, sample in samples.items():
+        assert re.search(FORBIDDEN[what], sample, flags=re.I), what
+    for harmless in ("aten::upsample_bilinear2d", "a ratio of 1.5x at 64 -> 128", "[performance](#performance)"):
+        assert not any(re.search(p, harmless, flags=re.I) for p in FORBIDDEN.values()), harmless
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_no_clock_times_issue_numbers_or_work_process(page):
+    text = without_code(page.read_text(encoding="utf-8"))
+    for what, pattern in FORBIDDEN.items():
+        for match in re.finditer(pattern, text, flags=re.I):
+            line = text[:match.start()].count("\n") + 1
+            pytest.fail(f"{page.name}, line {line} (outside code): {what}: {match.group(0)!r}")
 
 
 def test_the_readme_is_a_front_page():
