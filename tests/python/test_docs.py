@@ -10,6 +10,8 @@
 """
 import importlib.util
 import re
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -79,7 +81,13 @@ def test_python_block_runs(block):
     missing = missing_package(code)
     if missing is not None:
         pytest.skip(f"{missing} is not installed")
-    exec(compile(code, f"{page.relative_to(ROOT)} python block at line {line}", "exec"), {"__name__": "doc"})
+    # A module of its own, registered while it runs: torch.compile looks the block's functions' module up.
+    module = types.ModuleType("doc_block")
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(code, f"{page.relative_to(ROOT)} python block at line {line}", "exec"), module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
 
 
 # ---- links ---------------------------------------------------------------------------------------------------
