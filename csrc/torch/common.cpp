@@ -102,12 +102,10 @@ std::vector<int64_t> sizes_of(const at::Tensor& t) {
 #endif
 }
 
-void check_no_tangent(const char* schema, const variable_list& tensors) {
-  for (const at::Tensor& t : tensors) {
-    TORCH_CHECK(!t.defined() || !t._fw_grad(/*level=*/0).defined(), "spatialgrad::", name_in(schema),
-                ": forward-mode differentiation (torch.func.jvp, torch.autograd.forward_ad) is not implemented; "
-                "reverse mode (backward, torch.func.grad, vjp, jacrev) is");
-  }
+void raise_no_tangent(const char* schema) {
+  TORCH_CHECK(false, "spatialgrad::", name_in(schema),
+              ": forward-mode differentiation (torch.func.jvp, torch.autograd.forward_ad) is not implemented; "
+              "reverse mode (backward, torch.func.grad, vjp, jacrev) is");
 }
 
 void raise_no_third_order(const char* kernel, const char* forward) {

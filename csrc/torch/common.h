@@ -203,7 +203,12 @@ variable_list outputs_of(const std::tuple<Ts...>& out) {
 
 // Raises where a tensor argument carries a tangent (forward-mode AD: torch.func.jvp, torch.autograd.forward_ad),
 // which the kernels have no formula for, rather than drop it.
-void check_no_tangent(const char* schema, const variable_list& tensors);
+[[noreturn]] void raise_no_tangent(const char* schema);
+template <class... Args>
+void check_no_tangent(const char* schema, const Args&... args) {
+  const auto has_tangent = [](const at::Tensor& t) { return t._fw_grad(/*level=*/0).defined(); };
+  if (any_tensor_holds(has_tangent, args...)) raise_no_tangent(schema);
+}
 
 // `outputs` of a call with tensor arguments `inputs` recorded as the outputs of a RecordedNode<Call>.
 template <class Call>
@@ -221,10 +226,11 @@ struct RecordingKernel;
 template <class Call, class R, class... Args, R (*kCpu)(Args...), const char* kSchema>
 struct RecordingKernel<Call, kCpu, kSchema> {
   static R call(Args... args) {
-    const variable_list inputs = tensor_arguments(args...);
-    check_no_tangent(kSchema, inputs);
+    check_no_tangent(kSchema, args...);
     R out = computes_directly(args...) ? kCpu(args...) : call_below_autograd(operator_of<kSchema, R(Args...)>(), args...);
-    if (records_graph(args...)) record_call(Call::of(out, args...), outputs_of(out), inputs, Call::saved(args...));
+    if (records_graph(args...)) {
+      record_call(Call::of(out, args...), outputs_of(out), tensor_arguments(args...), Call::saved(args...));
+    }
     return out;
   }
 };

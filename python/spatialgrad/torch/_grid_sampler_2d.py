@@ -16,10 +16,6 @@ from ._patch import Routes, covered, each, named_like, ours_or_original
 _native_grid_sampler_2d = native_operator("grid_sampler_2d")
 
 
-def _mode_number(name, numbers: dict) -> Optional[int]:
-    return numbers.get(name) if isinstance(name, str) else None
-
-
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
                 align_corners: Optional[bool] = None) -> Tensor:
     """Samples ``input`` at the normalised locations of ``grid``, differentiable in both (``F.grid_sample``, 4-D).
@@ -53,8 +49,10 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
                       "pass it explicitly to silence this")
     if package.native and _strict.chip is None:
         # A mode that is not a name passes None, which the entry rejects: the Python path explains it.
-        out = try_native(_native_grid_sampler_2d, input, grid, _mode_number(mode, GRID_INTERPOLATION),
-                         _mode_number(padding_mode, GRID_PADDING), bool(align_corners))
+        # (Looked up inline: a helper function per mode cost 0.1 us of a 2 us call.)
+        out = try_native(_native_grid_sampler_2d, input, grid,
+                         GRID_INTERPOLATION.get(mode) if type(mode) is str else None,
+                         GRID_PADDING.get(padding_mode) if type(padding_mode) is str else None, bool(align_corners))
         if out is not None:
             return out
     return apply("grid_sample", [input, grid], dict(mode=mode, padding_mode=padding_mode,
