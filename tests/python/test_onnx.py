@@ -271,6 +271,9 @@ def _ms_deform_attn_cases():
             call, (value, shapes, starts, locations, weights), "GridSample",
             dynamic_axes={0: {0: "batch", 1: "values"}, 3: {0: "batch", 1: "queries"}, 4: {0: "batch", 1: "queries"}},
             other_inputs=(other_levels, _deform_inputs(3, 11, seed=11))),
+        # float64 points and weights with a float32 value: the operator casts them to value's dtype, as mmcv
+        "ms_deform_attn-mixed-dtypes": Case(call, (value, shapes, starts, locations.double(), weights.double()),
+                                            "GridSample"),
     }
     if PYTORCH_2:
         cases["ms_deform_attn-opset20"] = Case(call, (value, shapes, starts, locations, weights), "GridSample",

@@ -108,6 +108,19 @@ def _dtype(value) -> torch.dtype:
     return _DTYPES.get(value.type().scalarType(), torch.float32)
 
 
+_ONNX_FLOATS = {"Float": torch.onnx.TensorProtoDataType.FLOAT, "Double": torch.onnx.TensorProtoDataType.DOUBLE,
+                "Half": torch.onnx.TensorProtoDataType.FLOAT16, "BFloat16": torch.onnx.TensorProtoDataType.BFLOAT16}
+
+
+def _in_dtype_of(g, tensor, like):
+    """``tensor`` cast to ``like``'s dtype where both are known and differ (the operator casts mixed dtypes, as
+    mmcv does), else as it is."""
+    have, want = tensor.type().scalarType(), like.type().scalarType()
+    if have is None or want is None or have == want or want not in _ONNX_FLOATS:
+        return tensor
+    return g.op("Cast", tensor, to_i=_ONNX_FLOATS[want])
+
+
 def _omitted(g):
     """An omitted optional input of Resize, as PyTorch writes its roi and scales: "" from opset 13, an empty
     tensor before."""
@@ -290,6 +303,8 @@ def ms_deform_attn(g, value, spatial_shapes, level_start_index, sampling_locatio
     levels, points = _fixed_dims(g, 3, [3, 4], "sampling_locations")
     spatial_shapes = g.op("Cast", spatial_shapes, to_i=_INT64)
     level_start_index = g.op("Cast", level_start_index, to_i=_INT64)
+    sampling_locations = _in_dtype_of(g, sampling_locations, value)
+    attention_weights = _in_dtype_of(g, attention_weights, value)
     grids = _grids(g, sampling_locations, levels, points)
     sampled = []
     for level in range(levels):
