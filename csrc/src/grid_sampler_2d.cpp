@@ -16,6 +16,7 @@
 #include "detail/grid_sampler_2d_planes.h"
 #include "detail/grid_sampler_2d_strategy.h"
 #include "detail/grid_sampler_2d_tables.h"
+#include "detail/grid_sampler_2d_vectors.h"
 #include "detail/parallel_for.h"
 #include "detail/rows.h"
 #include "detail/scratch_bound.h"
@@ -544,9 +545,34 @@ class TableLease {
 // channel. (Bins of rows, as in the backward, did not pay in the forward: on a random 1024^2 grid over
 // (2,3,1024,1024), 2 threads, 49 ms binned against 30 ms in block order, PyTorch 46 ms; the gathers hit
 // the L3 cache, and listing the points cost more than the misses it saved.)
+// The plane strategy's forward of float and double planes read by gathers: tasks are (batch, block), each
+// block's points swept as point vectors over every channel (grid_sampler_2d_vectors.h), no table stored.
+template <class T, class Table>
+void forward_point_vectors(const Context<T>& ctx, const View4<T>& out, const PlaneGeometry& g) {
+  const int64_t work = kBlock * (ctx.C * Table::kCost + 10);
+  const bool dense = ctx.point_s3 == 1 && ctx.point_s2 == ctx.Wo;  // a block's outputs are one run
+  parallel_for(0, ctx.N * ctx.blocks, grain_for(work), [&](int64_t lo, int64_t hi) {
+    int64_t offsets[kBlock];
+    T gx[kBlock], gy[kBlock], cx[kBlock], cy[kBlock];
+    for (int64_t task = lo; task < hi; ++task) {
+      const int64_t n = task / ctx.blocks, b = task % ctx.blocks;
+      int64_t count;
+      const PointCoordinates<T> at = block_coordinates<Table>(ctx, n, b, gx, gy, cx, cy, count);
+      offsets[0] = b * kBlock;
+      const bool straight = dense || point_offsets(ctx, block_group(ctx, b), offsets);
+      const PointInputs<T> in{ctx.input.plane(n, 0), ctx.input.s1, ctx.C};
+      const PointOutputs<T> to{out.plane(n, 0), out.s1, offsets, straight};
+      forward_vectors<Table>(ctx, at, count, g, in, to);
+    }
+  });
+}
+
 template <class T, class Table>
 void forward_planes(const Context<T>& ctx, const View4<T>& out) {
   const PlaneGeometry g = plane_geometry(ctx);
+  if constexpr (kGathers<T>) {
+    if (g.gathers) return forward_point_vectors<T, Table>(ctx, out, g);
+  }
   const int64_t work = kBlock * (ctx.C * Table::kCost + 10);
   parallel_for(0, ctx.N * ctx.blocks, grain_for(work), [&](int64_t lo, int64_t hi) {
     const TableLease<Table> table;
@@ -723,18 +749,24 @@ struct PlaneBackward {
   }
 
   void write_owned_grid_grad(int64_t n, const PointGroup<Acc>& group, const Scratch& s) const {
-    const View4<T>& gg = *grad_grid;
     const Table& t = *s.table;
     Acc x[kBlock], y[kBlock];
     sum_lanes(s.sx, used_lanes(), t.mult[0], t.count, x);
     sum_lanes(s.sy, used_lanes(), t.mult[1], t.count, y);
+    store_grid_grad(n, group, s.owned, x, y);
+  }
+
+  // The grid gradient x, y of a group's points, where `owned`.
+  void store_grid_grad(int64_t n, const PointGroup<Acc>& group, const bool* owned, const Acc* x, const Acc* y) const {
+    const View4<T>& gg = *grad_grid;
+    const int64_t count = group.count;
     const bool dense = ctx.dense_pairs(gg);  // (x, y) pairs in point order
     T* batch = gg.data + n * gg.s0;
-    if (dense && group.list == nullptr && std::find(s.owned, s.owned + t.count, false) == s.owned + t.count) {
-      return detail::store_pairs(x, y, t.count, batch + 2 * group.first);  // one run of pairs
+    if (dense && group.list == nullptr && std::find(owned, owned + count, false) == owned + count) {
+      return detail::store_pairs(x, y, count, batch + 2 * group.first);  // one run of pairs
     }
-    for (int64_t i = 0; i < t.count; ++i) {
-      if (!s.owned[i]) continue;
+    for (int64_t i = 0; i < count; ++i) {
+      if (!owned[i]) continue;
       const int64_t p = group.point(i);
       T* out = batch + (dense ? 2 * p : p / ctx.Wo * gg.s1 + p % ctx.Wo * gg.s2);
       out[0] = store_as<T>(x[i]);
