@@ -966,7 +966,7 @@ constexpr int64_t kTileMinPlanes = 4;
 // backward (planes vs lanes).
 constexpr int64_t kLaneMinChannels = 8;
 constexpr int64_t kSmallPlaneWidth = 16;
-// The backward writes grad_input, the larger tensor, and the lanes write it through a transpose that is
+// The backward writes grad_input, the larger tensor; into a channels-first one the lanes write through a transpose that is
 // cheap while it stays in the caches: beyond kLaneWriteBytes of grad_input the planes (reading grad_output
 // across the channels, writing grad_input row by row) win, unless one image's grad_output exceeds
 // kPlaneReadBytes, which the planes would read again from L3 for every channel. Below it, windows that overlap
@@ -1022,6 +1022,10 @@ bool lanes_pay_off(const TensorView& from, const TensorView& to, const Windows& 
   const int64_t channels = from.size(-3), width = std::max(from.size(-1), to.size(-1));
   if (channels < kLaneMinChannels) return width <= kSmallPlaneWidth && forward;
   if (forward || width <= kSmallPlaneWidth) return true;
+  // A channels-last grad_input (spatialgrad.torch keeps the input's layout, as aten does) takes the lanes'
+  // rows as they are, no transpose, where the planes would write it a value per channel stride:
+  // (8,64,56,56) k3 s2 p1, 1 thread, 0.60 ms as lanes against 1.74 ms as planes.
+  if (is_channels_last(to)) return true;
   if (channels * from.size(-2) * from.size(-1) * acc_bytes > kPlaneReadBytes) return true;
   if (to.numel() * acc_bytes > kLaneWriteBytes) return false;
   const bool many = channels >= kLaneMinChannelsBackward, narrow = width < kWidePlaneWidth;
