@@ -44,7 +44,7 @@ asan-test: bootstrap
 	ctest --test-dir $(BUILD)/asan --output-on-failure -j $(JOBS)
 
 # The C++ suite built with the release's clang (14 on Debian 12, 19 on Debian 13; the library builds with GCC and
-# clang; clang builds have no AVX2 clones).
+# clang, every instruction level with both).
 CLANG_CC  ?= clang
 CLANG_CXX ?= clang++
 clang-test: bootstrap
@@ -101,10 +101,11 @@ bench-load: install
 bench-e2e: install
 	$(PY) bench/e2e.py $(E2E_ARGS)
 
-# Every operator on the shapes users run (bench/sweep_ops/), against PyTorch: ratios and scratch memory.
+# Every operator on the shapes users run (bench/sweep_ops/), against PyTorch: ratios and scratch memory, saved to
+# bench/results/sweep-<release>-<time>.json (bench/results/README.md; bench/sweep_table.py joins runs into a table).
 # SWEEP_ARGS passes options, e.g. make sweep SWEEP_ARGS="--ops grid_sampler_2d --quick".
 sweep: install
-	$(PY) bench/sweep.py $(SWEEP_ARGS)
+	$(PY) bench/sweep.py --save $(SWEEP_ARGS)
 
 clean:
 	rm -rf $(BUILD) *.egg-info python/*.egg-info

@@ -16,7 +16,12 @@ limited (see --memory-limit), so a call that needs too much raises MemoryError (
 of waking the OOM killer.
 
     python bench/sweep.py [--ops grid_sampler_2d,...] [--filter 8000] [--threads 2] [--min-time 0.4] [--quick]
-                          [--json sweep.json] [--strict]
+                          [--json sweep.json | --save] [--strict]
+
+--save (what `make sweep` passes) writes the run to bench/results/sweep-<release>-<UTC time>.json, the release
+being the OS's (debian12, debian13): the format is described in bench/results/README.md, and
+bench/sweep_table.py joins runs (a Debian 12 one against PyTorch 1.13, a Debian 13 one against 2.6) into one
+markdown table.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ import importlib
 import json
 import os
 import platform
+import datetime
 import resource
 import statistics
 import sys
@@ -279,6 +285,55 @@ def run(args, memory: PeakMemory) -> list:
     return rows
 
 
+RESULTS = HERE / "results"
+FORMAT = "spatialgrad-sweep/1"
+
+
+def os_release() -> dict:
+    """/etc/os-release's fields (ID, VERSION_ID, PRETTY_NAME, ...); empty where there is none."""
+    try:
+        lines = Path("/etc/os-release").read_text().splitlines()
+    except OSError:
+        return {}
+    fields = (line.split("=", 1) for line in lines if "=" in line)
+    return {key: value.strip().strip('"') for key, value in fields}
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def run_meta(args, torch, sg, memory: PeakMemory) -> dict:
+    """What a saved run records about where and how it ran (bench/results/README.md)."""
+    release = os_release()
+    capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: None)()
+    return dict(release=release.get("ID", "") + release.get("VERSION_ID", ""), os=release.get("PRETTY_NAME", ""),
+                python=platform.python_version(), torch=torch.__version__, torch_cpu_capability=capability,
+                spatialgrad=sg.__version__, simd_level=sg.simd_level(), threads=args.threads, min_time=args.min_time,
+                quick=args.quick, filter=args.filter, ops=args.ops, machine=platform.machine(), cpu=cpu_model(),
+                cpus=os.cpu_count(), memory_measured=memory.available,
+                started=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                load_average_start=list(os.getloadavg()))
+
+
+def save(path: Path, meta: dict, rows: list, seconds: float) -> None:
+    meta = dict(meta, seconds=round(seconds, 1), load_average_end=list(os.getloadavg()))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(format=FORMAT, meta=meta, rows=rows), indent=1) + "\n")
+    print(f"wrote {path}")
+
+
+def saved_path(meta: dict) -> Path:
+    stamp = meta["started"].replace("-", "").replace(":", "")[:13]  # 20261128T0312
+    return RESULTS / f"sweep-{meta['release'] or 'unknown'}-{stamp}.json"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ops", default=",".join(OPS), help="comma-separated operators (default: all)")
@@ -288,6 +343,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true",
                         help="0.1 s per row and no plane beyond 4096x4096 (a quick look, noisier)")
     parser.add_argument("--json", help="write the rows and the run's settings to this file")
+    parser.add_argument("--save", action="store_true",
+                        help="write them to bench/results/sweep-<release>-<UTC time>.json (make sweep)")
     parser.add_argument("--memory-limit", type=float, default=16,
                         help="GiB of address space the run may add (capped at 85%% of the available memory; 0: "
                              "no limit)")
@@ -311,6 +368,9 @@ def main() -> int:
     print(f"spatialgrad {sg.__version__}, torch {torch.__version__}, {args.threads} threads, float32; "
           f"ratio = anchor ms / ours ms; MiB = our scratch beyond inputs and outputs, bound = max(64 MiB, 25% of "
           f"inputs + outputs), anchor = its scratch; * = a row of issue 31's table")
+    meta = run_meta(args, torch, sg, memory)
+    print(f"spatialgrad's kernels at SIMD level {meta['simd_level']}; PyTorch's CPU capability "
+          f"{meta['torch_cpu_capability']}; {meta['os']}; load average {meta['load_average_start'][0]:.2f}")
     print(memory.check())
     print(limit_address_space(args.memory_limit))
     print(HEADER)
@@ -319,12 +379,12 @@ def main() -> int:
     rows = run(args, memory)
     print("-" * len(HEADER))
     print("\n".join(summary(rows)))
-    print(f"{time.perf_counter() - start:.0f} s")
+    seconds = time.perf_counter() - start
+    print(f"{seconds:.0f} s")
     if args.json:
-        meta = dict(threads=args.threads, min_time=args.min_time, quick=args.quick, torch=torch.__version__,
-                    spatialgrad=sg.__version__, machine=platform.machine(), memory_measured=memory.available)
-        Path(args.json).write_text(json.dumps(dict(meta=meta, rows=rows), indent=2))
-        print(f"wrote {args.json}")
+        save(Path(args.json), meta, rows, seconds)
+    if args.save:
+        save(saved_path(meta), meta, rows, seconds)
     failed = any((r["ratio"] is not None and r["ratio"] < 1.0) or r["over_bound"] or r["error"] for r in rows)
     return 1 if args.strict and failed else 0
 

@@ -1,5 +1,7 @@
 #include "cpu.h"
 
+#include "spatialgrad/cpu.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -120,3 +122,5 @@ SimdLevel pin_simd_level(SimdLevel level) {
 }
 
 }  // namespace spatialgrad::detail
+
+const char* spatialgrad::simd_level() { return detail::simd_level_name(detail::simd_level()); }
