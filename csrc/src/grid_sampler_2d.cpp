@@ -821,10 +821,15 @@ void dispatch_tables(GridSamplerInterpolation interpolation, Fn&& fn) {
 // channels each won one direction. Bicubic's 16 taps per point still pay on 2-3 channels ((16,3,32,32):
 // 0.61 vs 0.37 ms forward, 1.18 vs 0.69 ms backward); the nearest backward is left as it was (64 vs 53 us in
 // one run, 45 vs 53 us in another).
+// With the planes' point vectors (the forward of float and double planes, issue 44), nearest and bicubic
+// tiles pay only once the channels fill them (1 and 2 threads, core call, point vectors vs tiles, ms: bicubic
+// (64,3,32,32) 1.21 vs 2.51, (16,4,32,32) 0.38 vs 0.60, (8,8,64,64) 1.49 vs 1.23; nearest (16,4,32,32) 0.044
+// vs 0.061, (8,8,64,64) 0.19 vs 0.15); bilinear's crossover stays at half a tile ((16,4,32,32) 0.095 vs 0.087).
 template <class Acc, class Table>
-int64_t tile_min_channels(bool backward) {
+int64_t tile_min_channels(bool backward, bool point_vectors) {
   constexpr int64_t kHalfTile = std::max<int64_t>(2, kTileLanes<Acc> / 2);
   if constexpr (std::is_same_v<Table, BilinearTable<Acc>>) return kHalfTile;
+  if (!backward && point_vectors) return kTileLanes<Acc>;
   if constexpr (std::is_same_v<Table, NearestTable<Acc>>) return backward ? 2 : kHalfTile;
   return 2;
 }
@@ -844,12 +849,15 @@ std::atomic<detail::GridSamplerStrategy> forced_strategy{detail::GridSamplerStra
 // Scratch of the tile strategy: per thread, the input tile (and input-gradient tile) and the tables of a
 // run (of a whole batch, with its grid sums, in the fused backward); the two-pass backward keeps every
 // table of the call.
+// Nearest has no grid gradient: its backward keeps no grid sums and no input tile, and always takes the two
+// passes (counting them made (2,8,600,600) take the planes at 2 threads, 17 ms against 8 ms as tiles at 1).
 template <class T, class Table>
 int64_t tile_scratch_bytes(const Context<T>& ctx, bool backward, int64_t threads) {
   using Acc = AccType<T>;
   const int64_t tile = ctx.tile_pixels * kTileLanes<Acc> * static_cast<int64_t>(sizeof(Acc));
   const int64_t table = sizeof(Table), sums = 2 * kBlock * kTileLanes<Acc> * static_cast<int64_t>(sizeof(Acc));
   if (!backward) return threads * (tile + make_runs(ctx, threads).blocks_per_run * table);
+  if (!Table::kHasGridGrad) return ctx.N * ctx.blocks * table + threads * tile;
   if (ctx.N >= 2 * threads) return threads * (2 * tile + ctx.blocks * (table + sums));
   return ctx.N * ctx.blocks * table + threads * (2 * tile + make_runs(ctx, threads).blocks_per_run * sums);
 }
@@ -859,7 +867,8 @@ bool use_tiles(const Context<T>& ctx, bool backward, int64_t in_out_bytes) {
   const detail::GridSamplerStrategy forced = forced_strategy.load(std::memory_order_relaxed);
   if (ctx.tile_pixels > INT32_MAX) return false;  // beyond the tiles' int32 pixel numbers
   if (forced != detail::GridSamplerStrategy::kAuto) return forced == detail::GridSamplerStrategy::kTiles;
-  if (ctx.C < tile_min_channels<AccType<T>, Table>(backward)) return false;
+  const bool point_vectors = kGathers<T> && plane_geometry(ctx).gathers;
+  if (ctx.C < tile_min_channels<AccType<T>, Table>(backward, point_vectors)) return false;
   const int64_t tile_bytes = ctx.tile_pixels * kTileBytes;
   const bool cached = tile_bytes <= kTileCachedBytes;
   const int64_t pixels_per_point = backward && cached ? kTileMaxPixelsPerPointCached : kTileMaxPixelsPerPoint;

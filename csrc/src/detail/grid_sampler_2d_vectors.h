@@ -130,8 +130,8 @@ SPATIALGRAD_INLINE void lanes_inside(const IV& v, int32_t size, IV& inside) {
 // The int32 index of an integral coordinate vector where it lies in [low, high), else `outside` (NaN too):
 // one comparison per select (see simd.h on 64-byte comparisons).
 template <class V>
-SPATIALGRAD_INLINE void index_within(const V& v, decltype(std::declval<V>()[0] + 0) low,
-                                     decltype(std::declval<V>()[0] + 0) high, int32_t outside, IndexVecOf<V>& index) {
+SPATIALGRAD_INLINE void index_within(const V& v, ElementOf<V> low, ElementOf<V> high, int32_t outside,
+                                     IndexVecOf<V>& index) {
   const V away = V{} + static_cast<decltype(low)>(outside);
   V kept = v >= low ? v : away;
   kept = kept < high ? kept : away;
@@ -150,7 +150,7 @@ struct BilinearVector {
 
   template <class Isa>
   SPATIALGRAD_INLINE BilinearVector(Isa isa, const V& cx, const V& cy, const PlaneGeometry& g) {
-    using Acc = std::remove_reference_t<decltype(cx[0])>;
+    using Acc = ElementOf<V>;
     const Acc W = static_cast<Acc>(g.W), H = static_cast<Acc>(g.H);
     V x0, y0;
     floor_lanes(isa, cx, x0);
@@ -247,7 +247,7 @@ SG_SIMD_KERNEL void nearest_vectors_forward(Isa isa, PointCoordinates<T> at, int
 template <class V>
 struct BicubicVector {
   using IV = IndexVecOf<V>;
-  using Acc = std::remove_reference_t<decltype(std::declval<V>()[0])>;
+  using Acc = ElementOf<V>;
   V wx[4], wy[4];
   IV col[4], row[4];  // tap columns and rows (padded), -1 outside
   IV valid_col[4], valid_row[4];

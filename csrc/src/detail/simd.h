@@ -378,6 +378,11 @@ inline SG_TARGET_AVX2 void gather_pairs_avx2(const float* base, const Vec<int32_
 }
 #endif
 
+// The element type of V (a vector extension type; GCC 12 and 14 give its subscript different value categories).
+template <class V>
+using ElementOf = std::remove_cv_t<std::remove_reference_t<decltype(std::declval<V&>()[0])>>;
+static_assert(std::is_same_v<ElementOf<const Vec<float, 32>>, float>, "kernels branch on the element type");
+
 // Lanes of V (a vector extension type).
 template <class V>
 constexpr int kLanesOf = static_cast<int>(sizeof(V) / sizeof(std::declval<V>()[0]));
