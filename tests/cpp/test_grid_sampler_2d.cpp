@@ -708,6 +708,31 @@ TEST(Gather, EveryLevelReadsTheTaps) {
   }
 }
 
+// gather_adjacent reads both taps at every level: runs of horizontal neighbours (read as pairs), runs with a
+// tap outside or a pair that is not adjacent (two masked gathers), and the tail.
+TEST(Gather, AdjacentTapsAtEveryLevel) {
+  std::vector<float> src(200);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = 0.25f + static_cast<float>(i);
+  for (int64_t n : {0, 5, 16, 33, 64}) {
+    std::vector<int32_t> left(static_cast<size_t>(n)), right(left.size());
+    for (int64_t i = 0; i < n; ++i) {
+      const auto k = static_cast<size_t>(i);
+      left[k] = static_cast<int32_t>((i * 37) % 190);
+      right[k] = i < 32 ? left[k] + 1 : (i % 5 == 0 ? -1 : left[k] + 1 + (i % 7 == 0));  // adjacent, then mixed
+      if (i == 40) left[k] = -1;
+    }
+    testing::for_each_simd_level([&] {
+      std::vector<float> first(static_cast<size_t>(n), 7.0f), second(first);
+      detail::gather_adjacent(src.data(), left.data(), right.data(), n, first.data(), second.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const auto k = static_cast<size_t>(i);
+        EXPECT_EQ(first[k], left[k] < 0 ? 0.0f : src[static_cast<size_t>(left[k])]) << i;
+        EXPECT_EQ(second[k], right[k] < 0 ? 0.0f : src[static_cast<size_t>(right[k])]) << i;
+      }
+    });
+  }
+}
+
 // The plane strategy at every level (AVX-512 and AVX2 gathers, gather()'s portable loop): the same bits.
 // (The checked loads through int64 offsets, taken by float16/bfloat16 planes, are compared with the tiles
 // in TilesAndPlanesAgree.)
@@ -762,8 +787,8 @@ TEST(GridSampler2d, BinnedPlanesMatchTiles) {
     }
 }
 
-// The plane strategy's point vectors (float and double planes read by gathers) against the tiles, bit for
-// bit at every level: grids well inside the image (every vector reads its taps as pairs of adjacent
+// The plane strategy's point vectors (float and double planes read by gathers) and backward against the
+// tiles, bit for bit at every level: grids well inside the image (every vector reads its taps as pairs of adjacent
 // values), grids crossing the borders (masked gathers, and vectors mixing both), point counts that leave
 // partial vectors, a strided grid and output, and a channels-last input (no pairs: column stride C).
 template <class T>
@@ -790,15 +815,25 @@ void expect_point_vectors_match_tiles(int mode, int padding, bool align) {
         for (int64_t c = 0; c < C; ++c)
           for (int64_t i = 0; i < H * W; ++i) x_last[(n * H * W + i) * C + c] = x[(n * C + c) * H * W + i];
       x_last.view = TensorView(x_last.data(), dtype_of<T>(), {N, C, H, W}, {C * H * W, 1, W * C, C});
-      std::vector<T> tiles;
+      auto g = random_tensor<T>({N, C, Ho, Wo}, 113);
+      // Both gradients too (the planes' backward reads its corners as pairs where they are adjacent).
+      auto backward = [&] {
+        OwnedTensor<T> gi({N, C, H, W}), gg({N, Ho, Wo, 2});
+        grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
+        return testing::concatenated({&gi, &gg});
+      };
+      std::vector<T> tiles, tiles_backward;
       {
         const detail::ForcedGridSamplerStrategy forced(detail::GridSamplerStrategy::kTiles);
         OwnedTensor<T> y({N, C, Ho, Wo});
         grid_sampler_2d(x.view, grid.view, y.view, p);
         tiles = y.storage;
+        tiles_backward = backward();
       }
       const detail::ForcedGridSamplerStrategy forced(detail::GridSamplerStrategy::kPlanes);
       testing::for_each_simd_level([&] {
+        const std::vector<T> planes_backward = backward();
+        ASSERT_EQ(std::memcmp(planes_backward.data(), tiles_backward.data(), tiles_backward.size() * sizeof(T)), 0);
         const TensorView* inputs[] = {&x.view, &x_last.view};
         const TensorView* grids[] = {&grid.view, &strided_grid};
         for (const TensorView* in : inputs)
@@ -816,7 +851,7 @@ void expect_point_vectors_match_tiles(int mode, int padding, bool align) {
     }
 }
 
-TEST(GridSampler2d, PointVectorsMatchTiles) {
+TEST(GridSampler2d, PointVectorsAndPlanesMatchTiles) {
   for (int mode : {0, 1, 2})
     for (int padding : {0, 1, 2})
       for (bool align : {false, true}) {

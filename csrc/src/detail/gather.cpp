@@ -109,6 +109,33 @@ SG_TARGET_GATHER512 void gather4_weighted_avx512(const float* src, const int32_t
 }
 #endif
 
+// gather_adjacent's runs of 16 (AVX-512) or 8 (AVX2) points: pairs where every right tap is its left one's
+// neighbour and both are inside, else two masked gathers.
+SG_TARGET_GATHER512 void gather_adjacent_avx512(const float* src, const int32_t* left, const int32_t* right, int64_t n,
+                                                float* first, float* second) {
+  int64_t i = 0;
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1)), none = _mm512_set1_epi32(-1);
+  const __m512d zero = _mm512_setzero_pd();
+  for (; i + 16 <= n; i += 16) {
+    const __m512i l = _mm512_loadu_si512(left + i), r = _mm512_loadu_si512(right + i);
+    const __mmask16 l_in = _mm512_cmpgt_epi32_mask(l, none), r_in = _mm512_cmpgt_epi32_mask(r, none);
+    const __mmask16 pairs = _mm512_cmpeq_epi32_mask(_mm512_add_epi32(l, _mm512_set1_epi32(1)), r) & l_in & r_in;
+    if (pairs == 0xffff) {
+      const double* at = reinterpret_cast<const double*>(src);
+      const __m512 lo = _mm512_castpd_ps(_mm512_mask_i32gather_pd(zero, 0xff, _mm512_maskz_extracti64x4_epi64(0xff, l, 0), at, 4));
+      const __m512 hi = _mm512_castpd_ps(_mm512_mask_i32gather_pd(zero, 0xff, _mm512_maskz_extracti64x4_epi64(0xff, l, 1), at, 4));
+      _mm512_storeu_ps(first + i, _mm512_permutex2var_ps(lo, evens, hi));
+      _mm512_storeu_ps(second + i, _mm512_permutex2var_ps(lo, odds, hi));
+      continue;
+    }
+    _mm512_storeu_ps(first + i, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), l_in, l, src, 4));
+    _mm512_storeu_ps(second + i, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), r_in, r, src, 4));
+  }
+  gather_portable(src, left, i, n, first);
+  gather_portable(src, right, i, n, second);
+}
+
 template <class T>
 void gather_any(const T* src, const int32_t* index, int64_t n, T* dst) {
 #if defined(SG_GATHER_AVX2)
@@ -138,6 +165,14 @@ void gather4_weighted(const float* src, const int32_t* const* index, const float
   }
 #endif
   gather4_weighted_portable(src, index, w, 0, n, dst);
+}
+
+void gather_adjacent(const float* src, const int32_t* left, const int32_t* right, int64_t n, float* first, float* second) {
+#if defined(SG_GATHER_AVX2)
+  if (simd_level() == SimdLevel::kAvx512) return gather_adjacent_avx512(src, left, right, n, first, second);
+#endif
+  gather_any(src, left, n, first);
+  gather_any(src, right, n, second);
 }
 
 void gather(const float* src, const int32_t* index, int64_t n, float* dst) { gather_any(src, index, n, dst); }

@@ -12,6 +12,11 @@ namespace spatialgrad::detail {
 void gather(const float* src, const int32_t* index, int64_t n, float* dst);
 void gather(const double* src, const int32_t* index, int64_t n, double* dst);
 
+// first[i] = src[left[i]] and second[i] = src[right[i]] (0 where an index is negative), for taps that are
+// usually horizontal neighbours (right = left + 1): a run of points whose taps all are, both inside, is read
+// as 64-bit pairs (half the loads of two gathers); any other run by two masked gathers. The same values.
+void gather_adjacent(const float* src, const int32_t* left, const int32_t* right, int64_t n, float* first, float* second);
+
 // dst[i] = v0 * w[0][i] + v1 * w[1][i] + v2 * w[2][i] + v3 * w[3][i] (in that order), vk = src[index[k][i]]
 // or 0: four taps gathered and weighted together.
 void gather4_weighted(const float* src, const int32_t* const* index, const float* const* w, int64_t n, float* dst);

@@ -87,14 +87,20 @@ struct GradTarget {
   template <bool kBanded>
   SPATIALGRAD_INLINE void add_corners(int32_t y, int32_t x, Acc nw, Acc ne, Acc sw, Acc se) const {
     Acc* p = base + (y - row0) * s2 + x * s3;
-    if (!kBanded || (y >= begin && y < end)) {
-      p[0] += nw;
-      p[s3] += ne;
+    if (!kBanded || (y >= begin && y < end)) add_pair(p, nw, ne);
+    if (!kBanded || (y + 1 >= begin && y + 1 < end)) add_pair(p + s2, sw, se);
+  }
+  // p[0] += a, p[s3] += b: with adjacent columns, one two-lane vector add (the same two IEEE additions; half
+  // the loads and stores of the scatter, which is most of a few-channel backward).
+  SPATIALGRAD_INLINE void add_pair(Acc* p, Acc a, Acc b) const {
+    if (s3 == 1) {
+      using Pair = Vec<Acc, 2 * sizeof(Acc)>;
+      Pair v;
+      store_u(p, Pair(load_u(v, p) + Pair{a, b}));
+      return;
     }
-    if (!kBanded || (y + 1 >= begin && y + 1 < end)) {
-      p[s2] += sw;
-      p[s2 + s3] += se;
-    }
+    p[0] += a;
+    p[s3] += b;
   }
 };
 
@@ -288,7 +294,12 @@ struct PlaneBilinear {
     if constexpr (kGathers<T> && kGrid) {
       if (g.gathers) {
         Acc v[4][kBlock];
-        for (int k = 0; k < 4; ++k) detail::gather(plane, index[k], count, v[k]);
+        if constexpr (std::is_same_v<T, float>) {  // nw, ne and sw, se: horizontal neighbours
+          detail::gather_adjacent(plane, index[0], index[1], count, v[0], v[1]);
+          detail::gather_adjacent(plane, index[2], index[3], count, v[2], v[3]);
+        } else {
+          for (int k = 0; k < 4; ++k) detail::gather(plane, index[k], count, v[k]);
+        }
         add_grid_terms<kBanded>(v, go, go_offset, owned, sx, sy);
         if constexpr (kScatter) backward_checked<kBanded, true, false>(plane, g, go, go_offset, target, owned, sx, sy);
         return;
