@@ -360,13 +360,24 @@ PointGroup<AccType<T>> block_group(const Context<T>& ctx, int64_t b) {
   return {b * kBlock, nullptr, ctx.block_end(b) - b * kBlock};
 }
 
+// The table of a group's points (bicubic's built as point vectors, grid_sampler_2d_vectors.h: the same values).
 template <class T, class Table>
 void build_table(Table& table, const Context<T>& ctx, int64_t n, const PointGroup<AccType<T>>& group,
                  const PlaneGeometry& g, bool with_grad) {
-  if (group.list != nullptr) return table.build(ctx, group.gx, group.gy, group.count, g, with_grad);
-  AccType<T> gx[kBlock], gy[kBlock];
-  ctx.grid_block(n, group.first / kBlock, gx, gy);
-  table.build(ctx, gx, gy, group.count, g, with_grad);
+  using Acc = AccType<T>;
+  Acc gx[kBlock], gy[kBlock];
+  const Acc* x = group.gx;
+  const Acc* y = group.gy;
+  if (group.list == nullptr) {
+    ctx.grid_block(n, group.first / kBlock, gx, gy);
+    x = gx;
+    y = gy;
+  }
+  if constexpr (std::is_same_v<Table, PlaneBicubic<Acc>>) {
+    SG_SIMD_DISPATCH(bicubic_vectors_build(isa, x, y, group.count, ctx, g, with_grad, table));
+  } else {
+    table.build(ctx, x, y, group.count, g, with_grad);
+  }
 }
 
 // The offsets of a group's points in the point planes (output or grad_output); true when they are one
@@ -734,6 +745,13 @@ struct PlaneBackward {
       const GradTarget<Acc> target = scatter ? targets[static_cast<size_t>(c)] : GradTarget<Acc>{};
       Acc* sx = s.sx[c % kLanes];
       Acc* sy = s.sy[c % kLanes];
+      if constexpr (std::is_same_v<Table, PlaneBicubic<Acc>> && kGathers<T>) {
+        if (with_grad && g.gathers) {  // the grid terms as point vectors, then the scalar scatter
+          SG_SIMD_DISPATCH(bicubic_vectors_grid_terms<kBanded>(isa, t, plane, g, gop, s.offsets, s.owned, sx, sy));
+          if (scatter) t.template backward<kBanded, true, false>(plane, g, gop, s.offsets, target, s.owned, sx, sy);
+          continue;
+        }
+      }
       if constexpr (Table::kHasGridGrad) {
         if (scatter && with_grad) {
           t.template backward<kBanded, true, true>(plane, g, gop, s.offsets, target, s.owned, sx, sy);

@@ -238,9 +238,10 @@ struct Cubic {
     w[2] = inner(1 - t);
     w[3] = outer(2 - t);
   }
-  // d w[i] / d x, from the signed distances x - tap.
-  static void derivatives(Acc t, Acc (&d)[4]) {
-    Acc x = -1 - t;
+  // d w[i] / d x, from the signed distances x - tap (for an Acc or a vector of Acc).
+  template <class X>
+  static SPATIALGRAD_INLINE void derivatives_of(const X& t, X (&d)[4]) {
+    X x = -1 - t;
     d[0] = (-3 * A * x - 10 * A) * x - 8 * A;
     x = 0 - t;
     d[1] = (-3 * (A + 2) * x - 2 * (A + 3)) * x;
@@ -249,6 +250,7 @@ struct Cubic {
     x = 2 - t;
     d[3] = (3 * A * x - 10 * A) * x + 8 * A;
   }
+  static void derivatives(Acc t, Acc (&d)[4]) { derivatives_of(t, d); }
 };
 
 }  // namespace spatialgrad::detail
