@@ -531,12 +531,15 @@ SG_SIMD_KERNEL void forward_rows_channels_last(Isa, const ChannelsLastPlan<T>& p
     const int64_t oh0 = item % plan.bands * plan.band, oh1 = std::min(win.h.out, oh0 + plan.band);
     const int64_t c0 = plan.blocks.first(image), L = plan.blocks.count(image);
     scratch.set_lanes(L);
-    for (int64_t oh = oh0; oh < oh1; ++oh) {
-      forward_lane_row(win, plan.col_factor.data(), plan.src.lanes(n, c0), L, oh, scratch,
-                       rows + (oh - oh0) * out_w * L);
-    }
     const LaneImage<T> out = plan.dst.lanes(n, c0);
-    detail::scatter_lanes(rows, (oh1 - oh0) * out_w, L, L, out.at(oh0, 0), out.lane, out.pixel, moved);
+    // Into a channels-last float/double output whose pixels hold just this block, a row is written in place
+    // (no band, no copy; 1 thread: (8,64,56,56) k3 s2 p1 0.24 -> 0.19 ms, (16,256,14,14) k2 s2 0.096 -> 0.079 ms).
+    const bool in_place = std::is_same_v<T, AccType<T>> && out.lane == 1 && out.pixel == L;
+    for (int64_t oh = oh0; oh < oh1; ++oh) {
+      AccType<T>* to = in_place ? reinterpret_cast<AccType<T>*>(out.at(oh, 0)) : rows + (oh - oh0) * out_w * L;
+      forward_lane_row(win, plan.col_factor.data(), plan.src.lanes(n, c0), L, oh, scratch, to);
+    }
+    if (!in_place) detail::scatter_lanes(rows, (oh1 - oh0) * out_w, L, L, out.at(oh0, 0), out.lane, out.pixel, moved);
   }
 }
 template <class T>
@@ -893,19 +896,21 @@ SG_SIMD_KERNEL void backward_rows_channels_last(Isa, const ChannelsLastPlan<T>& 
       ring_next = 0;
     }
     const int64_t c0 = plan.blocks.first(image), L = plan.blocks.count(image);
+    const LaneImage<T> out = plan.dst.lanes(n, c0);
+    // As the forward: a channels-last float/double grad_input of this block's channels takes its rows in place.
+    const bool in_place = std::is_same_v<T, AccType<T>> && out.lane == 1 && out.pixel == L;
     const AccType<T>* band = rows;
     for (int64_t h = h0; h < h1; ++h) {
-      AccType<T>* row = rows + (h - h0) * in_w * L;
+      AccType<T>* row = in_place ? reinterpret_cast<AccType<T>*>(out.at(h, 0)) : rows + (h - h0) * in_w * L;
       const AccType<T>* sums =
           backward_lane_row(win, plan.col_factor.data(), plan.src.lanes(n, c0), L, h, ring_next, scratch, row);
-      if (h1 - h0 == 1) {
+      if (h1 - h0 == 1 && !in_place) {
         band = sums;  // scattered from the ring row itself
       } else if (sums != row) {
         std::copy(sums, sums + in_w * L, row);
       }
     }
-    const LaneImage<T> out = plan.dst.lanes(n, c0);
-    detail::scatter_lanes(band, (h1 - h0) * in_w, L, L, out.at(h0, 0), out.lane, out.pixel, moved);
+    if (!in_place) detail::scatter_lanes(band, (h1 - h0) * in_w, L, L, out.at(h0, 0), out.lane, out.pixel, moved);
   }
 }
 template <class T>
