@@ -90,15 +90,11 @@ struct GradTarget {
     if (!kBanded || (y >= begin && y < end)) add_pair(p, nw, ne);
     if (!kBanded || (y + 1 >= begin && y + 1 < end)) add_pair(p + s2, sw, se);
   }
-  // p[0] += a, p[s3] += b: with adjacent columns, one two-lane vector add (the same two IEEE additions; half
-  // the loads and stores of the scatter, which is most of a few-channel backward).
+  // p[0] += a, p[s3] += b. (Tried: one two-lane vector add for adjacent columns. It halved a random grid's
+  // loads and stores (5.7 -> 5.4 ms), but on a smooth grid neighbouring points' pairs overlap by one value,
+  // and the 8-byte load of a pair the previous point half wrote cannot take its value from the store:
+  // (2,3,1024,1024) flow backward 61 -> 85 ms.)
   SPATIALGRAD_INLINE void add_pair(Acc* p, Acc a, Acc b) const {
-    if (s3 == 1) {
-      using Pair = Vec<Acc, 2 * sizeof(Acc)>;
-      Pair v;
-      store_u(p, Pair(load_u(v, p) + Pair{a, b}));
-      return;
-    }
     p[0] += a;
     p[s3] += b;
   }
