@@ -44,7 +44,7 @@ asan-test: bootstrap
 	ctest --test-dir $(BUILD)/asan --output-on-failure -j $(JOBS)
 
 # The C++ suite built with the release's clang (14 on Debian 12, 19 on Debian 13; the library builds with GCC and
-# clang; clang builds have no AVX2 clones).
+# clang, every instruction level with both).
 CLANG_CC  ?= clang
 CLANG_CXX ?= clang++
 clang-test: bootstrap

@@ -145,12 +145,33 @@ def torch_in_format(t, fmt: str):
     return t.to(torch.float16 if fmt == "float16" else torch.bfloat16) if t.is_floating_point() else t
 
 
+def torch_call(fn: Callable, tensors: Sequence, fmt: str, *args) -> Callable[[], object]:
+    """fn(*tensors, *args) with the tensors converted to fmt once, beforehand (what torch_half_kernels times)."""
+    converted = [torch_in_format(t, fmt) for t in tensors]
+    return lambda: fn(*converted, *args)
+
+
+def torch_half_kernels(call: Callable[[str], Callable[[], object]]) -> Dict[str, Callable[[], object]]:
+    """PyTorch's kernel in each half format where the installed PyTorch has one: call(fmt) returns the call on
+    tensors converted to fmt (torch_in_format); a format whose call raises (PyTorch 1.13 lacks most
+    half-precision CPU kernels of these operators; 2.x has them) is left out. For half_cases' torch_baselines."""
+    kernels = {}
+    for fmt in HALF_FORMATS:
+        try:
+            fn = call(fmt)
+            fn()
+        except (RuntimeError, NotImplementedError):
+            continue
+        kernels[fmt] = fn
+    return kernels
+
+
 def half_cases(op: str, variant: str, direction: str, fn: Callable, arrays: Sequence, bytes_moved32: int,
                torch_baselines: Optional[Dict[str, Callable[[], object]]] = None,
                torch_name: str = "") -> List[Case]:
     """fn(*arrays) in float16 and bfloat16, timed against our own float32 fn(*arrays) (issue 8's bar: at most
     1.3x slower, and no slower at all for the memory-bound backward passes), and against PyTorch's kernel in
-    the same dtype where torch_baselines[fmt] is given (PyTorch 1.13 has few half-precision CPU kernels)."""
+    the same dtype where torch_baselines[fmt] is given (torch_half_kernels: PyTorch 2.x has them, 1.13 few)."""
     out = []
     for fmt, short in HALF_FORMATS.items():
         half = [in_format(a, fmt) for a in arrays]

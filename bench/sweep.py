@@ -291,6 +291,12 @@ def run(args, memory: PeakMemory) -> list:
     return rows
 
 
+def levels(torch, sg) -> dict:
+    """The instruction levels both sides run at: spatialgrad's kernels' and PyTorch's CPU capability."""
+    capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: None)()
+    return dict(simd_level=sg.simd_level(), torch_cpu_capability=capability)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ops", default=",".join(OPS), help="comma-separated operators (default: all)")
@@ -324,6 +330,10 @@ def main() -> int:
     print(f"{args.threads} threads, float32; "
           f"ratio = anchor ms / ours ms; MiB = our scratch beyond inputs and outputs, bound = max(64 MiB, 25% of "
           f"inputs + outputs), anchor = its scratch; * = a row of issue 31's table")
+    level = levels(torch, sg)
+    load_at_start = os.getloadavg()
+    print(f"spatialgrad's kernels at SIMD level {level['simd_level']}; PyTorch's CPU capability "
+          f"{level['torch_cpu_capability']}; load average {load_at_start[0]:.2f}")
     print(memory.check())
     print(limit_address_space(args.memory_limit))
     print(HEADER)
@@ -332,9 +342,12 @@ def main() -> int:
     rows = run(args, memory)
     print("-" * len(HEADER))
     print("\n".join(summary(rows)))
-    print(f"{time.perf_counter() - start:.0f} s")
+    seconds = time.perf_counter() - start
+    print(f"{seconds:.0f} s")
     if args.json:
-        write_json(args.json, results_document(args, memory, rows))
+        document = results_document(args, memory, rows)
+        document["meta"].update(level, load_average_start=list(load_at_start), load_average_end=list(os.getloadavg()))
+        write_json(args.json, document)
         print(f"wrote {args.json}")
     failed = any((r["ratio"] is not None and r["ratio"] < 1.0) or r["over_bound"] or r["error"] for r in rows)
     return 1 if args.strict and failed else 0

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import spatialgrad as sg
-from common import Case, half_cases, nbytes, torch_in_format
+from common import Case, half_cases, nbytes, torch_call, torch_half_kernels
 
 
 def cases(rng):
@@ -25,12 +25,11 @@ def cases(rng):
                         "aten.avg_pool2d_backward", nbytes(g, x)))
         if (k, s, p) != (3, 2, 1):
             continue
-        tx16, tg16 = torch_in_format(tx, "bfloat16"), torch_in_format(tg, "bfloat16")
         out += half_cases("avg_pool2d", variant, "forward", lambda x: sg.avg_pool2d(x, 3, 2, 1), [x], nbytes(x, y),
-                          {"bfloat16": lambda: F.avg_pool2d(tx16, 3, 2, 1)}, "F.avg_pool2d")
+                          torch_half_kernels(lambda fmt: torch_call(F.avg_pool2d, [tx], fmt, 3, 2, 1)), "F.avg_pool2d")
         out += half_cases("avg_pool2d", variant, "backward", lambda g, x: sg.avg_pool2d_backward(g, x, 3, 2, 1),
                           [g, x], nbytes(g, x),
-                          {"bfloat16": lambda: torch.ops.aten.avg_pool2d_backward(tg16, tx16, [3, 3], [2, 2], [1, 1],
-                                                                                  False, True, None)},
+                          torch_half_kernels(lambda fmt: torch_call(torch.ops.aten.avg_pool2d_backward, [tg, tx], fmt,
+                                                                    [3, 3], [2, 2], [1, 1], False, True, None)),
                           "aten.avg_pool2d_backward")
     return out

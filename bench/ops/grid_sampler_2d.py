@@ -2,13 +2,13 @@
 align_corners=False; bilinear, nearest and bicubic with zeros padding, bilinear with border and reflection,
 bicubic and nearest with border; bilinear at 4x the shape (batch 32, against PyTorch and against our batch 8:
 its time should be ~4x the standard one);
-bilinear/zeros, nearest/border and bicubic/border also in float16 and bfloat16 (against our float32: PyTorch 1.13
-has no half-precision grid_sampler_2d on the CPU)."""
+bilinear/zeros, nearest/border and bicubic/border also in float16 and bfloat16 (against our float32, and against
+PyTorch's kernel in the same dtype where it has one: 2.x, not 1.13)."""
 import numpy as np
 import torch
 
 import spatialgrad as sg
-from common import Case, half_cases, nbytes
+from common import Case, half_cases, nbytes, torch_call, torch_half_kernels
 
 
 def mode_cases(variant, x, grid, g, name, padding, mode, pad):
@@ -55,10 +55,20 @@ def cases(rng):
                         lambda name=name: sg.grid_sampler_2d_backward(g, x, grid, name), "ours backward",
                         nbytes(u, v, g, x, grid, g, x, grid)))
     for name, padding in [("bilinear", "zeros"), ("nearest", "border"), ("bicubic", "border")]:
+        mode, pad = modes[name], paddings[padding]
+
+        def torch_forward(fmt, mode=mode, pad=pad):
+            return torch_call(torch.ops.aten.grid_sampler_2d, [tx, tgrid], fmt, mode, pad, False)
+
+        def torch_backward(fmt, mode=mode, pad=pad):
+            return torch_call(torch.ops.aten.grid_sampler_2d_backward, [tg, tx, tgrid], fmt, mode, pad, False,
+                              [True, True])
+
         out += half_cases("grid_sampler_2d", f"{name} {padding}", "forward",
                           lambda x, grid, name=name, padding=padding: sg.grid_sample(x, grid, name, padding), [x, grid],
-                          nbytes(x, grid, g))
+                          nbytes(x, grid, g), torch_half_kernels(torch_forward), "aten.grid_sampler_2d")
         out += half_cases("grid_sampler_2d", f"{name} {padding}", "backward",
                           lambda g, x, grid, name=name, padding=padding: sg.grid_sampler_2d_backward(
-                              g, x, grid, name, padding), [g, x, grid], nbytes(g, x, grid, x, grid))
+                              g, x, grid, name, padding), [g, x, grid], nbytes(g, x, grid, x, grid),
+                          torch_half_kernels(torch_backward), "aten.grid_sampler_2d_backward")
     return out

@@ -1,11 +1,12 @@
 """ms_deform_attn at the standard shape: bs 2, levels 64x64/32x32/16x16/8x8, nH 8, C 32, Q 1000, L 4, P 4,
 float32, against the grid_sample composition of mmcv's PyTorch fallback (its forward, and its autograd
-backward through a retained graph); also in float16 and bfloat16, against our float32."""
+backward through a retained graph); also in float16 and bfloat16, against our float32 and against the fallback in
+the same dtype where PyTorch can run it (its grid_sample in half precision: 2.x)."""
 import numpy as np
 import torch
 
 import spatialgrad as sg
-from common import Case, half_cases, nbytes
+from common import Case, half_cases, nbytes, torch_half_kernels, torch_in_format
 from spatialgrad.torch import ms_deform_attn_reference
 
 LEVELS = [(64, 64), (32, 32), (16, 16), (8, 8)]
@@ -49,10 +50,24 @@ def cases(rng):
                     lambda: sg.ms_deform_attn_double_backward(value, shapes, starts, loc, attn, grad, *cot),
                     lambda: sg.ms_deform_attn_backward(value, shapes, starts, loc, attn, grad), "ours backward",
                     nbytes(value, loc, attn, grad, *cot, value, loc, attn, grad)))
+    def torch_forward(fmt):
+        hv, hl, ha = (torch_in_format(t.detach(), fmt) for t in (tv, tl, ta))
+
+        def forward():
+            with torch.no_grad():
+                return ms_deform_attn_reference(hv, shapes, hl, ha)
+        return forward
+
+    def torch_backward(fmt):
+        hv, hl, ha = (torch_in_format(t.detach(), fmt).requires_grad_() for t in (tv, tl, ta))
+        half_graph, hg = ms_deform_attn_reference(hv, shapes, hl, ha), torch_in_format(tg, fmt)
+        return lambda: torch.autograd.grad(half_graph, (hv, hl, ha), hg, retain_graph=True)
+
     out += half_cases("ms_deform_attn", variant, "forward",
                       lambda value, loc, attn: sg.ms_deform_attn(value, shapes, starts, loc, attn), [value, loc, attn],
-                      nbytes(value, loc, attn, output))
+                      nbytes(value, loc, attn, output), torch_half_kernels(torch_forward), "grid_sample fallback")
     out += half_cases("ms_deform_attn", variant, "backward",
                       lambda value, loc, attn, grad: sg.ms_deform_attn_backward(value, shapes, starts, loc, attn, grad),
-                      [value, loc, attn, grad], nbytes(value, loc, attn, grad, value, loc, attn))
+                      [value, loc, attn, grad], nbytes(value, loc, attn, grad, value, loc, attn),
+                      torch_half_kernels(torch_backward), "grid_sample fallback autograd")
     return out

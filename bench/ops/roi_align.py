@@ -1,11 +1,11 @@
 """roi_align at the standard shape: features (2,256,64,64) float32, 512 boxes of 1-16 px, 7x7,
 sampling_ratio 2, aligned. Baseline: torchvision.ops.roi_align and its autograd backward kernel. Also in
-float16 and bfloat16 (against our float32, and against torchvision in float16)."""
+float16 and bfloat16 (against our float32, and against torchvision in the same dtype where it has a kernel)."""
 import numpy as np
 import torch
 
 import spatialgrad as sg
-from common import Case, half_cases, nbytes, torch_in_format
+from common import Case, half_cases, nbytes, torch_call, torch_half_kernels
 
 
 def standard_boxes(rng, num_boxes=512, num_images=2, size=64):
@@ -33,14 +33,16 @@ def cases(rng):
              lambda: torch.ops.torchvision._roi_align_backward(tg, tboxes, 1.0, 7, 7, 2, 256, 64, 64, 2, True),
              "torchvision _roi_align_backward", nbytes(g, boxes, x)),
     ]
-    hx, hboxes, hg = (torch_in_format(t, "float16") for t in (tx, tboxes, tg))
+    def torch_forward(fmt):
+        return torch_call(tv_roi_align, [tx, tboxes], fmt, 7, 1.0, 2, True)
+
+    def torch_backward(fmt):
+        return torch_call(torch.ops.torchvision._roi_align_backward, [tg, tboxes], fmt, 1.0, 7, 7, 2, 256, 64, 64, 2,
+                          True)
+
     out += half_cases("roi_align", variant, "forward", lambda x, boxes: sg.roi_align(x, boxes, 7, 1.0, 2, True),
-                      [x, boxes], nbytes(x, boxes, y), {"float16": lambda: tv_roi_align(hx, hboxes, 7, 1.0, 2, True)},
-                      "torchvision roi_align")
+                      [x, boxes], nbytes(x, boxes, y), torch_half_kernels(torch_forward), "torchvision roi_align")
     out += half_cases("roi_align", variant, "backward",
                       lambda g, boxes: sg.roi_align_backward(g, boxes, x.shape, 7, 7, 1.0, 2, True), [g, boxes],
-                      nbytes(g, boxes, x),
-                      {"float16": lambda: torch.ops.torchvision._roi_align_backward(hg, hboxes, 1.0, 7, 7, 2, 256, 64,
-                                                                                    64, 2, True)},
-                      "torchvision _roi_align_backward")
+                      nbytes(g, boxes, x), torch_half_kernels(torch_backward), "torchvision _roi_align_backward")
     return out

@@ -1,12 +1,12 @@
 """upsample_bilinear2d at the standard shape (8,64,64,64) -> (128,128) float32, align_corners=False,
 NCHW (against F.interpolate / aten backward) and NHWC (against torch channels_last); the same in float16 and
-bfloat16 (against our float32, and against torch in bfloat16)."""
+bfloat16 (against our float32, and against torch in the same dtype where it has a kernel)."""
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 import spatialgrad as sg
-from common import Case, half_cases, nbytes, torch_in_format
+from common import Case, half_cases, nbytes, torch_call, torch_half_kernels
 
 
 def cases(rng):
@@ -38,24 +38,22 @@ def cases(rng):
              lambda: torch.ops.aten.upsample_bilinear2d_backward(tg_cl, size, in_size, False, None, None),
              "aten backward channels_last", nbytes(g, x)),
     ]
-    bf = {name: torch_in_format(t, "bfloat16") for name, t in dict(x=tx, g=tg, x_cl=tx_cl, g_cl=tg_cl).items()}
+    def torch_forward(t):
+        return lambda fmt: torch_call(F.interpolate, [t], fmt, size, None, "bilinear", False)
+
+    def torch_backward(t):
+        return lambda fmt: torch_call(torch.ops.aten.upsample_bilinear2d_backward, [t], fmt, size, in_size, False,
+                                      None, None)
+
     out += half_cases("upsample_bilinear2d", "NCHW 64->128", "forward", lambda x: sg.upsample_bilinear2d(x, size),
-                      [x], nbytes(x, y),
-                      {"bfloat16": lambda: F.interpolate(bf["x"], size=size, mode="bilinear", align_corners=False)},
-                      "F.interpolate")
+                      [x], nbytes(x, y), torch_half_kernels(torch_forward(tx)), "F.interpolate")
     out += half_cases("upsample_bilinear2d", "NCHW 64->128", "backward",
                       lambda g: sg.upsample_bilinear2d_backward(g, size, in_size), [g], nbytes(g, x),
-                      {"bfloat16": lambda: torch.ops.aten.upsample_bilinear2d_backward(bf["g"], size, in_size, False,
-                                                                                       None, None)},
-                      "aten.upsample_bilinear2d_backward")
+                      torch_half_kernels(torch_backward(tg)), "aten.upsample_bilinear2d_backward")
     out += half_cases("upsample_bilinear2d", "NHWC 64->128", "forward",
                       lambda x: sg.upsample_bilinear2d(x, size, layout="NHWC"), [x_nhwc], nbytes(x, y),
-                      {"bfloat16": lambda: F.interpolate(bf["x_cl"], size=size, mode="bilinear", align_corners=False)},
-                      "F.interpolate channels_last")
+                      torch_half_kernels(torch_forward(tx_cl)), "F.interpolate channels_last")
     out += half_cases("upsample_bilinear2d", "NHWC 64->128", "backward",
                       lambda g: sg.upsample_bilinear2d_backward(g, size, list(x_nhwc.shape), layout="NHWC"), [g_nhwc],
-                      nbytes(g, x),
-                      {"bfloat16": lambda: torch.ops.aten.upsample_bilinear2d_backward(bf["g_cl"], size, in_size,
-                                                                                       False, None, None)},
-                      "aten backward channels_last")
+                      nbytes(g, x), torch_half_kernels(torch_backward(tg_cl)), "aten backward channels_last")
     return out

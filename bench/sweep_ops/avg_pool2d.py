@@ -1,4 +1,6 @@
-"""avg_pool2d rows of the sweep, against F.avg_pool2d and aten.avg_pool2d_backward."""
+"""avg_pool2d rows of the sweep, against F.avg_pool2d and aten.avg_pool2d_backward. A channels_last row calls
+spatialgrad.torch's operators on channels-last tensors (the NumPy API returns C-contiguous arrays), as a network
+in channels_last would; PyTorch's side gets the same tensors."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ class PoolRow:
     ceil_mode: bool = False
     count_include_pad: bool = True
     table: bool = False
+    channels_last: bool = False
 
     @property
     def plane(self):
@@ -29,7 +32,8 @@ class PoolRow:
         text = f"{dims(self.input)} k{self.kernel} s{self.stride}"
         text += f" p{self.padding}" if self.padding else ""
         text += " ceil" if self.ceil_mode else ""
-        return text + ("" if self.count_include_pad else " exclude-pad")
+        text += "" if self.count_include_pad else " exclude-pad"
+        return text + (" channels_last" if self.channels_last else "")
 
 
 ROWS = [
@@ -47,7 +51,28 @@ ROWS = [
     PoolRow((1, 16, 1024, 1024), 4, 4),
     PoolRow((1, 1, 2048, 2048), 2, 2),
     PoolRow((1, 1, 10000, 10000), 2, 2),  # a plane beyond 8k x 8k
+    # issue 44: channels_last networks (a ResNet stem's pooling, a downsampling step, a 3x3 blur)
+    PoolRow((8, 64, 56, 56), 3, 2, 1, channels_last=True),
+    PoolRow((8, 64, 112, 112), 3, 2, 1, channels_last=True),
+    PoolRow((16, 256, 14, 14), 2, 2, channels_last=True),
+    PoolRow((8, 3, 224, 224), 3, 1, 1, channels_last=True),
 ]
+
+
+def build_channels_last(row: PoolRow, x, g, args, k, s, p):
+    import spatialgrad.torch as sgt
+
+    cl = torch.channels_last
+    tx = torch.from_numpy(x).contiguous(memory_format=cl)
+    tg = torch.from_numpy(g).contiguous(memory_format=cl)
+    backward = torch.ops.spatialgrad.avg_pool2d_backward
+    return {
+        "forward": Pair(lambda: sgt.avg_pool2d(tx, *args), lambda: F.avg_pool2d(tx, *args), "F.avg_pool2d", [x]),
+        "backward": Pair(lambda: backward(tg, tx, k, s, p, row.ceil_mode, row.count_include_pad, None),
+                         lambda: torch.ops.aten.avg_pool2d_backward(tg, tx, k, s, p, row.ceil_mode,
+                                                                    row.count_include_pad, None),
+                         "aten.avg_pool2d_backward", [g, x]),
+    }
 
 
 def build(row: PoolRow, rng):
@@ -57,6 +82,8 @@ def build(row: PoolRow, rng):
     g = normal(rng, row.input[:2] + tuple(F.avg_pool2d(tx[:1, :1], *args).shape[2:]))
     tg = torch.from_numpy(g)
     k, s, p = [row.kernel] * 2, [row.stride] * 2, [row.padding] * 2
+    if row.channels_last:
+        return build_channels_last(row, x, g, args, k, s, p)
     return {
         "forward": Pair(lambda: sg.avg_pool2d(x, *args), lambda: F.avg_pool2d(tx, *args), "F.avg_pool2d", [x]),
         "backward": Pair(lambda: sg.avg_pool2d_backward(g, x, *args),

@@ -2,7 +2,8 @@
 gradients). Grids are of three kinds: "uniform" (locations uniform in [-1, 1], as bench/ops/grid_sampler_2d.py;
 a grid of P x 1 is a set of P points, as PointRend samples), "flow" (the identity plus a smooth random flow of a
 few pixels: warping an image or a feature map by optical flow) and "crop" (F.affine_grid of a rotated window of
-`zoom` input pixels per output pixel: cropping patches, spatial transformers)."""
+`zoom` input pixels per output pixel: cropping patches, spatial transformers). A channels_last row reads the input
+as a channels-last view (both sides get the same strides)."""
 from __future__ import annotations
 
 import math
@@ -30,6 +31,7 @@ class GridRow:
     kind: str = "uniform"  # "uniform", "flow" or "crop"
     zoom: float = 1.0  # input pixels per output pixel of a crop
     table: bool = False
+    channels_last: bool = False
 
     @property
     def plane(self):
@@ -37,8 +39,8 @@ class GridRow:
 
     def describe(self) -> str:
         kind = f"crop x{self.zoom:g}" if self.kind == "crop" else self.kind
-        return (f"{dims(self.input)} grid {self.grid[0]}x{self.grid[1]} {kind} {self.mode} {self.padding}"
-                + (" align" if self.align_corners else ""))
+        return (f"{dims(self.input)}{' channels_last' if self.channels_last else ''} grid {self.grid[0]}x{self.grid[1]} "
+                f"{kind} {self.mode} {self.padding}" + (" align" if self.align_corners else ""))
 
 
 ROWS = [
@@ -60,6 +62,16 @@ ROWS = [
     GridRow((2, 16, 256, 256), (1024, 1024), "bilinear", "border"),  # many points per pixel
     GridRow((1, 1, 8000, 8000), (256, 256), table=True),  # a large plane (issue 31's table)
     GridRow((1, 1, 10000, 10000), (256, 256), kind="crop"),  # a tile of a plane beyond 8k x 8k
+    # issue 44: few-channel images, photos, channels_last features, small crops of large planes
+    GridRow((8, 3, 256, 256), (256, 256), "bicubic"),
+    GridRow((8, 1, 256, 256), (256, 256), "nearest"),
+    GridRow((8, 1, 256, 256), (256, 256), "bicubic"),
+    GridRow((4, 3, 512, 384), (256, 192)),  # photos, a spatial transformer's half-size output
+    GridRow((4, 3, 512, 384), (512, 384), "bilinear", "border", kind="flow"),
+    GridRow((8, 64, 56, 56), (28, 28), channels_last=True),  # features from a channels_last network
+    GridRow((8, 3, 224, 224), (224, 224), "bilinear", "reflection", kind="crop", zoom=0.8, channels_last=True),
+    GridRow((2, 8, 600, 600), (600, 600), "nearest"),  # nearest on large planes
+    GridRow((1, 2, 4096, 4096), (32, 32), "bicubic", kind="crop"),  # a small crop of a large plane
 ]
 
 
@@ -99,8 +111,15 @@ def make_grid(rng, row: GridRow) -> np.ndarray:
     return rng.uniform(-1, 1, (row.input[0],) + row.grid + (2,)).astype(np.float32)
 
 
+def channels_last(x: np.ndarray) -> np.ndarray:
+    """The same values as a channels-last (N, C, H, W) view: C is the fastest axis."""
+    return np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
 def build(row: GridRow, rng):
     x, grid = normal(rng, row.input), make_grid(rng, row)
+    if row.channels_last:
+        x = channels_last(x)
     g = normal(rng, row.input[:2] + row.grid)
     tx, tgrid, tg = torch.from_numpy(x), torch.from_numpy(grid), torch.from_numpy(g)
     options = (row.mode, row.padding, row.align_corners)

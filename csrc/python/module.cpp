@@ -2,6 +2,7 @@
 #include <pybind11/pybind11.h>
 
 #include "numpy_view.h"
+#include "spatialgrad/cpu.h"
 #include "spatialgrad/memory.h"
 #include "spatialgrad/parallel.h"
 
@@ -36,6 +37,13 @@ PYBIND11_MODULE(_core, m) {
   m.def("set_default_num_threads", &sg::set_default_num_threads, pybind11::arg("n"),
         "Threads used while set_num_threads has set none (spatialgrad.torch follows torch's count with it "
         "inside DataLoader workers); n <= 0 restores the environment's or machine's default.");
+  m.def("simd_level", &sg::simd_level,
+        "The instruction level spatialgrad's kernels run at: \"avx512\", \"avx2\" or \"baseline\" (SSE2), the best\n"
+        "this CPU supports unless the environment variable SPATIALGRAD_SIMD_LEVEL (one of those names, read when\n"
+        "the first kernel runs) caps it. Results are bitwise identical at every level.\n\n"
+        "Example::\n\n"
+        "    level = spatialgrad.simd_level()  # \"avx512\" on a CPU with AVX-512\n"
+        "    assert level in (\"avx512\", \"avx2\", \"baseline\")\n");
   m.def("clear_memory_cache", &sg::clear_memory_cache,
         "Frees the memory spatialgrad keeps for reuse from large outputs and scratch buffers that have died\n"
         "(it is kept so that a training loop does not pay for fresh pages each step); arrays still alive stay.\n\n"

@@ -16,6 +16,7 @@
 #include "detail/grid_sampler_2d_planes.h"
 #include "detail/grid_sampler_2d_strategy.h"
 #include "detail/grid_sampler_2d_tables.h"
+#include "detail/grid_sampler_2d_vectors.h"
 #include "detail/parallel_for.h"
 #include "detail/rows.h"
 #include "detail/scratch_bound.h"
@@ -359,13 +360,24 @@ PointGroup<AccType<T>> block_group(const Context<T>& ctx, int64_t b) {
   return {b * kBlock, nullptr, ctx.block_end(b) - b * kBlock};
 }
 
+// The table of a group's points (bicubic's built as point vectors, grid_sampler_2d_vectors.h: the same values).
 template <class T, class Table>
 void build_table(Table& table, const Context<T>& ctx, int64_t n, const PointGroup<AccType<T>>& group,
                  const PlaneGeometry& g, bool with_grad) {
-  if (group.list != nullptr) return table.build(ctx, group.gx, group.gy, group.count, g, with_grad);
-  AccType<T> gx[kBlock], gy[kBlock];
-  ctx.grid_block(n, group.first / kBlock, gx, gy);
-  table.build(ctx, gx, gy, group.count, g, with_grad);
+  using Acc = AccType<T>;
+  Acc gx[kBlock], gy[kBlock];
+  const Acc* x = group.gx;
+  const Acc* y = group.gy;
+  if (group.list == nullptr) {
+    ctx.grid_block(n, group.first / kBlock, gx, gy);
+    x = gx;
+    y = gy;
+  }
+  if constexpr (std::is_same_v<Table, PlaneBicubic<Acc>>) {
+    SG_SIMD_DISPATCH(bicubic_vectors_build(isa, x, y, group.count, ctx, g, with_grad, table));
+  } else {
+    table.build(ctx, x, y, group.count, g, with_grad);
+  }
 }
 
 // The offsets of a group's points in the point planes (output or grad_output); true when they are one
@@ -544,9 +556,34 @@ class TableLease {
 // channel. (Bins of rows, as in the backward, did not pay in the forward: on a random 1024^2 grid over
 // (2,3,1024,1024), 2 threads, 49 ms binned against 30 ms in block order, PyTorch 46 ms; the gathers hit
 // the L3 cache, and listing the points cost more than the misses it saved.)
+// The plane strategy's forward of float and double planes read by gathers: tasks are (batch, block), each
+// block's points swept as point vectors over every channel (grid_sampler_2d_vectors.h), no table stored.
+template <class T, class Table>
+void forward_point_vectors(const Context<T>& ctx, const View4<T>& out, const PlaneGeometry& g) {
+  const int64_t work = kBlock * (ctx.C * Table::kCost + 10);
+  const bool dense = ctx.point_s3 == 1 && ctx.point_s2 == ctx.Wo;  // a block's outputs are one run
+  parallel_for(0, ctx.N * ctx.blocks, grain_for(work), [&](int64_t lo, int64_t hi) {
+    int64_t offsets[kBlock];
+    T gx[kBlock], gy[kBlock], cx[kBlock], cy[kBlock];
+    for (int64_t task = lo; task < hi; ++task) {
+      const int64_t n = task / ctx.blocks, b = task % ctx.blocks;
+      int64_t count;
+      const PointCoordinates<T> at = block_coordinates<Table>(ctx, n, b, gx, gy, cx, cy, count);
+      offsets[0] = b * kBlock;
+      const bool straight = dense || point_offsets(ctx, block_group(ctx, b), offsets);
+      const PointInputs<T> in{ctx.input.plane(n, 0), ctx.input.s1, ctx.C};
+      const PointOutputs<T> to{out.plane(n, 0), out.s1, offsets, straight};
+      forward_vectors<Table>(ctx, at, count, g, in, to);
+    }
+  });
+}
+
 template <class T, class Table>
 void forward_planes(const Context<T>& ctx, const View4<T>& out) {
   const PlaneGeometry g = plane_geometry(ctx);
+  if constexpr (kGathers<T>) {
+    if (g.gathers) return forward_point_vectors<T, Table>(ctx, out, g);
+  }
   const int64_t work = kBlock * (ctx.C * Table::kCost + 10);
   parallel_for(0, ctx.N * ctx.blocks, grain_for(work), [&](int64_t lo, int64_t hi) {
     const TableLease<Table> table;
@@ -708,6 +745,13 @@ struct PlaneBackward {
       const GradTarget<Acc> target = scatter ? targets[static_cast<size_t>(c)] : GradTarget<Acc>{};
       Acc* sx = s.sx[c % kLanes];
       Acc* sy = s.sy[c % kLanes];
+      if constexpr (std::is_same_v<Table, PlaneBicubic<Acc>> && kGathers<T>) {
+        if (with_grad && g.gathers) {  // the grid terms as point vectors, then the scalar scatter
+          SG_SIMD_DISPATCH(bicubic_vectors_grid_terms<kBanded>(isa, t, plane, g, gop, s.offsets, s.owned, sx, sy));
+          if (scatter) t.template backward<kBanded, true, false>(plane, g, gop, s.offsets, target, s.owned, sx, sy);
+          continue;
+        }
+      }
       if constexpr (Table::kHasGridGrad) {
         if (scatter && with_grad) {
           t.template backward<kBanded, true, true>(plane, g, gop, s.offsets, target, s.owned, sx, sy);
@@ -723,18 +767,24 @@ struct PlaneBackward {
   }
 
   void write_owned_grid_grad(int64_t n, const PointGroup<Acc>& group, const Scratch& s) const {
-    const View4<T>& gg = *grad_grid;
     const Table& t = *s.table;
     Acc x[kBlock], y[kBlock];
     sum_lanes(s.sx, used_lanes(), t.mult[0], t.count, x);
     sum_lanes(s.sy, used_lanes(), t.mult[1], t.count, y);
+    store_grid_grad(n, group, s.owned, x, y);
+  }
+
+  // The grid gradient x, y of a group's points, where `owned`.
+  void store_grid_grad(int64_t n, const PointGroup<Acc>& group, const bool* owned, const Acc* x, const Acc* y) const {
+    const View4<T>& gg = *grad_grid;
+    const int64_t count = group.count;
     const bool dense = ctx.dense_pairs(gg);  // (x, y) pairs in point order
     T* batch = gg.data + n * gg.s0;
-    if (dense && group.list == nullptr && std::find(s.owned, s.owned + t.count, false) == s.owned + t.count) {
-      return detail::store_pairs(x, y, t.count, batch + 2 * group.first);  // one run of pairs
+    if (dense && group.list == nullptr && std::find(owned, owned + count, false) == owned + count) {
+      return detail::store_pairs(x, y, count, batch + 2 * group.first);  // one run of pairs
     }
-    for (int64_t i = 0; i < t.count; ++i) {
-      if (!s.owned[i]) continue;
+    for (int64_t i = 0; i < count; ++i) {
+      if (!owned[i]) continue;
       const int64_t p = group.point(i);
       T* out = batch + (dense ? 2 * p : p / ctx.Wo * gg.s1 + p % ctx.Wo * gg.s2);
       out[0] = store_as<T>(x[i]);
@@ -789,10 +839,15 @@ void dispatch_tables(GridSamplerInterpolation interpolation, Fn&& fn) {
 // channels each won one direction. Bicubic's 16 taps per point still pay on 2-3 channels ((16,3,32,32):
 // 0.61 vs 0.37 ms forward, 1.18 vs 0.69 ms backward); the nearest backward is left as it was (64 vs 53 us in
 // one run, 45 vs 53 us in another).
+// With the planes' point vectors (the forward of float and double planes, issue 44), nearest and bicubic
+// tiles pay only once the channels fill them (1 and 2 threads, core call, point vectors vs tiles, ms: bicubic
+// (64,3,32,32) 1.21 vs 2.51, (16,4,32,32) 0.38 vs 0.60, (8,8,64,64) 1.49 vs 1.23; nearest (16,4,32,32) 0.044
+// vs 0.061, (8,8,64,64) 0.19 vs 0.15); bilinear's crossover stays at half a tile ((16,4,32,32) 0.095 vs 0.087).
 template <class Acc, class Table>
-int64_t tile_min_channels(bool backward) {
+int64_t tile_min_channels(bool backward, bool point_vectors) {
   constexpr int64_t kHalfTile = std::max<int64_t>(2, kTileLanes<Acc> / 2);
   if constexpr (std::is_same_v<Table, BilinearTable<Acc>>) return kHalfTile;
+  if (!backward && point_vectors) return kTileLanes<Acc>;
   if constexpr (std::is_same_v<Table, NearestTable<Acc>>) return backward ? 2 : kHalfTile;
   return 2;
 }
@@ -812,12 +867,15 @@ std::atomic<detail::GridSamplerStrategy> forced_strategy{detail::GridSamplerStra
 // Scratch of the tile strategy: per thread, the input tile (and input-gradient tile) and the tables of a
 // run (of a whole batch, with its grid sums, in the fused backward); the two-pass backward keeps every
 // table of the call.
+// Nearest has no grid gradient: its backward keeps no grid sums and no input tile, and always takes the two
+// passes (counting them made (2,8,600,600) take the planes at 2 threads, 17 ms against 8 ms as tiles at 1).
 template <class T, class Table>
 int64_t tile_scratch_bytes(const Context<T>& ctx, bool backward, int64_t threads) {
   using Acc = AccType<T>;
   const int64_t tile = ctx.tile_pixels * kTileLanes<Acc> * static_cast<int64_t>(sizeof(Acc));
   const int64_t table = sizeof(Table), sums = 2 * kBlock * kTileLanes<Acc> * static_cast<int64_t>(sizeof(Acc));
   if (!backward) return threads * (tile + make_runs(ctx, threads).blocks_per_run * table);
+  if (!Table::kHasGridGrad) return ctx.N * ctx.blocks * table + threads * tile;
   if (ctx.N >= 2 * threads) return threads * (2 * tile + ctx.blocks * (table + sums));
   return ctx.N * ctx.blocks * table + threads * (2 * tile + make_runs(ctx, threads).blocks_per_run * sums);
 }
@@ -827,7 +885,8 @@ bool use_tiles(const Context<T>& ctx, bool backward, int64_t in_out_bytes) {
   const detail::GridSamplerStrategy forced = forced_strategy.load(std::memory_order_relaxed);
   if (ctx.tile_pixels > INT32_MAX) return false;  // beyond the tiles' int32 pixel numbers
   if (forced != detail::GridSamplerStrategy::kAuto) return forced == detail::GridSamplerStrategy::kTiles;
-  if (ctx.C < tile_min_channels<AccType<T>, Table>(backward)) return false;
+  const bool point_vectors = kGathers<T> && plane_geometry(ctx).gathers;
+  if (ctx.C < tile_min_channels<AccType<T>, Table>(backward, point_vectors)) return false;
   const int64_t tile_bytes = ctx.tile_pixels * kTileBytes;
   const bool cached = tile_bytes <= kTileCachedBytes;
   const int64_t pixels_per_point = backward && cached ? kTileMaxPixelsPerPointCached : kTileMaxPixelsPerPoint;

@@ -290,8 +290,8 @@ SPATIALGRAD_INLINE void prefetch_span(const T* row, int64_t n, bool for_write) {
 
 // Copies the value slice into the interior rows of `rows` (the border is left alone: zero).
 // Cloned, and with a unit-stride path, so that the row copies (and conversions) are vector loops.
-template <class T, class Acc>
-SG_SIMD_CLONES void pack_value_slice(const Slice<const T>& slice, const PaddedLayout& layout, int64_t channels,
+template <class Isa, class T, class Acc>
+SG_SIMD_KERNEL void pack_value_slice(Isa, const Slice<const T>& slice, const PaddedLayout& layout, int64_t channels,
                                      Acc* __restrict rows) {
   const int64_t row_stride = slice.row_step, channel_stride = slice.channel_step;
   for (const PaddedLevel& level : layout.levels) {
@@ -307,10 +307,14 @@ SG_SIMD_CLONES void pack_value_slice(const Slice<const T>& slice, const PaddedLa
     }
   }
 }
+template <class T, class Acc>
+void pack_value_slice(const Slice<const T>& slice, const PaddedLayout& layout, int64_t channels, Acc* rows) {
+  SG_SIMD_DISPATCH(pack_value_slice(isa, slice, layout, channels, rows));
+}
 
 // Writes the interior rows of `grads` to the gradient slice.
-template <class T, class Acc>
-SG_SIMD_CLONES void unpack_grad_slice(const Acc* __restrict grads, const PaddedLayout& layout, int64_t channels,
+template <class Isa, class T, class Acc>
+SG_SIMD_KERNEL void unpack_grad_slice(Isa, const Acc* __restrict grads, const PaddedLayout& layout, int64_t channels,
                                       const Slice<T>& slice) {
   const int64_t row_stride = slice.row_step, channel_stride = slice.channel_step;
   for (const PaddedLevel& level : layout.levels) {
@@ -325,6 +329,10 @@ SG_SIMD_CLONES void unpack_grad_slice(const Acc* __restrict grads, const PaddedL
       }
     }
   }
+}
+template <class T, class Acc>
+void unpack_grad_slice(const Acc* grads, const PaddedLayout& layout, int64_t channels, const Slice<T>& slice) {
+  SG_SIMD_DISPATCH(unpack_grad_slice(isa, grads, layout, channels, slice));
 }
 
 // The value rows of the pair a thread works on, packed: prepare(b, h) copies its slice into the padded
@@ -547,8 +555,8 @@ void zero_rows(const TensorView& t) {
 }
 
 // Copies grad_output[b, q, h*C + c] for q in [q_begin, q_end) and all c into `rows` (contiguous).
-template <class T, class Acc>
-SG_SIMD_CLONES void pack_grad_output_slice(const TensorView& grad_output, int64_t b, int64_t h, int64_t q_begin,
+template <class T, class Isa, class Acc>
+SG_SIMD_KERNEL void pack_grad_output_slice(Isa, const TensorView& grad_output, int64_t b, int64_t h, int64_t q_begin,
                                            int64_t q_end, int64_t channels, Acc* rows) {
   const int64_t s1 = grad_output.stride(1), s2 = grad_output.stride(2);
   const T* src = grad_output.data<T>() + b * grad_output.stride(0) + h * channels * s2;
@@ -556,6 +564,11 @@ SG_SIMD_CLONES void pack_grad_output_slice(const TensorView& grad_output, int64_
     if (s2 == 1 && q + kRowsAhead < q_end) prefetch_span(src + (q + kRowsAhead) * s1, channels, false);
     detail::load_row(src + q * s1, s2, channels, rows + (q - q_begin) * channels);
   }
+}
+template <class T, class Acc>
+void pack_grad_output_slice(const TensorView& grad_output, int64_t b, int64_t h, int64_t q_begin, int64_t q_end,
+                            int64_t channels, Acc* rows) {
+  SG_SIMD_DISPATCH(pack_grad_output_slice<T>(isa, grad_output, b, h, q_begin, q_end, channels, rows));
 }
 
 // Where gather_pair_points reads the points: the point tensors flattened to pointers and strides.
@@ -719,10 +732,10 @@ SPATIALGRAD_INLINE void forward_channels(int64_t channels, const Acc* const (&v)
 
 // One level of `queries` queries of a pair: acc[q * C + c] += the level's share of output row q, point by
 // point; points holds the level's (x, y, a) per point q * P + p (gather_pair_points), `rows` its row source.
-// One function per row source, with an AVX2 clone: the channel passes inline into it and floor() is one
-// instruction.
-template <class Acc, class Rows>
-SG_SIMD_CLONES void forward_level(int64_t channels, int64_t points_per_query, int64_t queries, int64_t height,
+// One kernel per row source (a copy per instruction level): the channel passes inline into it and floor() is
+// one instruction.
+template <class Isa, class Acc, class Rows>
+SG_SIMD_KERNEL void forward_level(Isa, int64_t channels, int64_t points_per_query, int64_t queries, int64_t height,
                                   int64_t width, const Acc* __restrict points, Rows rows, Acc* acc) {
   const int64_t C = channels, P = points_per_query;
   for (int64_t q = 0; q < queries; ++q) {
@@ -737,6 +750,11 @@ SG_SIMD_CLONES void forward_level(int64_t channels, int64_t points_per_query, in
       forward_channels(C, corner, a * pt.weight[0], a * pt.weight[1], a * pt.weight[2], a * pt.weight[3], sum);
     }
   }
+}
+template <class Acc, class Rows>
+void forward_level(int64_t channels, int64_t points_per_query, int64_t queries, int64_t height, int64_t width,
+                   const Acc* points, Rows rows, Acc* acc) {
+  SG_SIMD_DISPATCH(forward_level(isa, channels, points_per_query, queries, height, width, points, rows, acc));
 }
 
 // The forward over (b, h, query block) items, the value rows from a source per thread (make_value()):
@@ -891,8 +909,8 @@ SPATIALGRAD_INLINE void prefetch_point(const Acc* xy, int64_t height, int64_t wi
 }
 
 // backward_point on the corner rows of the point's row sources, its gradients (a, x, y) written to `to`.
-// Forced inline (a lambda calling it may not be: a lambda is a function of its own, without the AVX2
-// clone of the function around it, and the channel pass must land in that clone).
+// Forced inline (a lambda calling it may not be: a lambda is a function of its own, compiled for the
+// baseline ISA, and the channel pass must land in the kernel's copy of the level).
 template <class Acc, class ValueRows, class GradRows>
 SPATIALGRAD_INLINE void backward_visit(int64_t channels, const Acc* g, const ValueRows& value, const GradRows& grads,
                                        const detail::DeformPoint<Acc>& pt, Acc a, Acc width, Acc height, Acc* to) {
@@ -983,10 +1001,10 @@ struct LevelScratch {
 // top row (a stable counting sort): the rows a stretch of points touches are then a few image rows
 // that stay in L1, instead of random rows of a level larger than L2 (which made the backward
 // memory-bound: ~2x slower than on levels that fit). Whether a level is sorted depends on its size
-// alone, so both strategies add to every gradient row in the same order. One function per pair of
-// row sources, with an AVX2 clone: the channel passes inline into it and floor() is one instruction.
-template <class Acc, class ValueRows, class GradRows>
-SG_SIMD_CLONES void backward_level(int64_t channels, int64_t points_per_query, int64_t queries, int64_t height,
+// alone, so both strategies add to every gradient row in the same order. One kernel per pair of
+// row sources (a copy per level): the channel passes inline into it and floor() is one instruction.
+template <class Isa, class Acc, class ValueRows, class GradRows>
+SG_SIMD_KERNEL void backward_level(Isa, int64_t channels, int64_t points_per_query, int64_t queries, int64_t height,
                                    int64_t width, ValueRows value, GradRows grads, const Acc* g,
                                    const Acc* __restrict points, Acc* __restrict point_grads,
                                    LevelScratch<Acc>& scratch) {
@@ -1053,6 +1071,13 @@ SG_SIMD_CLONES void backward_level(int64_t channels, int64_t points_per_query, i
       backward_visit(C, g + (id / P) * C, value, grads, pt, pp.a, acc_width, acc_height, point_grads + 3 * id);
     }
   }
+}
+template <class Acc, class ValueRows, class GradRows>
+void backward_level(int64_t channels, int64_t points_per_query, int64_t queries, int64_t height, int64_t width,
+                    ValueRows value, GradRows grads, const Acc* g, const Acc* points, Acc* point_grads,
+                    LevelScratch<Acc>& scratch) {
+  SG_SIMD_DISPATCH(backward_level(isa, channels, points_per_query, queries, height, width, value, grads, g, points,
+                                  point_grads, scratch));
 }
 
 // Per-thread buffers of the backward's tasks, for a block of `block` queries.

@@ -217,7 +217,7 @@ void run(const Problem<T>& pb) {
                       static_cast<double>(sh.queries) * sh.levels * sh.points * (sh.channels + 1) * 40;
   const int64_t grain = grain_for(work);
   parallel_chunks(0, sh.batch * sh.heads, grain, 0, [&](ChunkQueue& queue) {
-    std::vector<AccType<T>> scratch(static_cast<size_t>(2 * sh.channels));  // outside any cloned function
+    std::vector<AccType<T>> scratch(static_cast<size_t>(2 * sh.channels));  // outside any kernel
     for (int64_t lo, hi; queue.next(lo, hi);)
       for (int64_t i = lo; i < hi; ++i) pair_task(pb, i / sh.heads, i % sh.heads, scratch);
   });

@@ -310,15 +310,20 @@ SPATIALGRAD_INLINE void store_pixels(const Acc* src, int64_t pixels, const FlatR
 }
 
 // Value c of pixel x of `row` = a0 * r0[x * values + c] + a1 * r1[x * values + c] rounded once to T.
-template <class T, class Acc>
-SG_SIMD_CLONES void blend_pixels(const Acc* r0, const Acc* r1, Acc a0, Acc a1, int64_t pixels, const FlatRows& g,
-                                 T* row, bool stream = false) {
+template <class Isa, class T, class Acc>
+SG_SIMD_KERNEL void blend_pixels(Isa, const Acc* r0, const Acc* r1, Acc a0, Acc a1, int64_t pixels, const FlatRows& g,
+                                 T* row, bool stream) {
   if (g.is_run() && stream) return detail::blend_rows<true>(r0, r1, a0, a1, pixels * g.values, row, g.run_step());
   if (g.is_run()) return detail::blend_rows(r0, r1, a0, a1, pixels * g.values, row, g.run_step());
   for (int64_t x = 0; x < pixels; ++x) {
     const int64_t at = x * g.values;
     detail::blend_rows(r0 + at, r1 + at, a0, a1, g.values, row + x * g.pixel_step, g.value_step);
   }
+}
+template <class T, class Acc>
+void blend_pixels(const Acc* r0, const Acc* r1, Acc a0, Acc a1, int64_t pixels, const FlatRows& g, T* row,
+                  bool stream = false) {
+  SG_SIMD_DISPATCH(blend_pixels(isa, r0, r1, a0, a1, pixels, g, row, stream));
 }
 
 // acc[x * values + c] = sum over k < count (>= 1), in order, of w[k] * value c of pixel x of rows[k]; `moved`
@@ -394,8 +399,8 @@ std::pair<int64_t, int64_t> widest(const std::vector<ColumnChunk>& chunks) {
 // The forward's W pass on kLanes rows: out[(o * values + c) * kLanes + k] = l0[ow] * x0 + l1[ow] * x1 for the
 // output pixels ow = chunk.ow_begin + o of the chunk, where x0, x1 are value c of lane k at the taps i0[ow],
 // i1[ow] in `in` (the chunk's input pixels, lane-interleaved).
-template <class Acc>
-SG_SIMD_CLONES void interpolate_lanes(const detail::LinearAxis<Acc>& w, const ColumnChunk& chunk, int64_t values,
+template <class Isa, class Acc>
+SG_SIMD_KERNEL void interpolate_lanes(Isa, const detail::LinearAxis<Acc>& w, const ColumnChunk& chunk, int64_t values,
                                       const Acc* in, Acc* out) {
   using V = LaneVec<Acc>;
   const int64_t pixel = values * kLanes, first = chunk.iw_begin * pixel;  // in + iw * pixel - first: input pixel iw
@@ -411,12 +416,17 @@ SG_SIMD_CLONES void interpolate_lanes(const detail::LinearAxis<Acc>& w, const Co
     }
   }
 }
+template <class Acc>
+void interpolate_lanes(const detail::LinearAxis<Acc>& w, const ColumnChunk& chunk, int64_t values, const Acc* in,
+                       Acc* out) {
+  SG_SIMD_DISPATCH(interpolate_lanes(isa, w, chunk, values, in, out));
+}
 
 // The backward's W pass on kLanes rows: gathered[(i * values + c) * kLanes + k] = the sum over the sources e
 // of input pixel iw = chunk.iw_begin + i, in order, of weight[e] * value c of lane k at output pixel
 // source[e] in `columns` (the chunk's output pixels, lane-interleaved); 0 without sources.
-template <class Acc>
-SG_SIMD_CLONES void gather_lanes(const detail::LinearAxis<Acc>& w, const ColumnChunk& chunk, int64_t values,
+template <class Isa, class Acc>
+SG_SIMD_KERNEL void gather_lanes(Isa, const detail::LinearAxis<Acc>& w, const ColumnChunk& chunk, int64_t values,
                                  const Acc* columns, Acc* gathered) {
   using V = LaneVec<Acc>;
   const int64_t pixel = values * kLanes;
@@ -434,6 +444,11 @@ SG_SIMD_CLONES void gather_lanes(const detail::LinearAxis<Acc>& w, const ColumnC
       detail::store_u(out + j, sum);
     }
   }
+}
+template <class Acc>
+void gather_lanes(const detail::LinearAxis<Acc>& w, const ColumnChunk& chunk, int64_t values, const Acc* columns,
+                  Acc* gathered) {
+  SG_SIMD_DISPATCH(gather_lanes(isa, w, chunk, values, columns, gathered));
 }
 
 // Chunk budgets (values in one lane-interleaved buffer): ~64 KB of float, measured best among 16-256 KB.
@@ -683,8 +698,10 @@ int64_t adjacent_taps_end(const detail::LinearAxis<Acc>& w) {
 //
 // n0, n1 are the rows of the next output row: requested a few lines ahead as this row is read (measured
 // 10-15% on (4,3,600,800) -> 300x400: the hardware prefetcher starts late on each new pair of rows).
-SG_SIMD_CLONES void direct_row(const float* r0, const float* r1, float a0, float a1, const detail::LinearAxis<float>& w,
-                               int64_t adjacent_end, float* dst, int64_t stride, const float* n0, const float* n1) {
+template <class Isa>
+SG_SIMD_KERNEL void direct_row(Isa, const float* r0, const float* r1, float a0, float a1,
+                               const detail::LinearAxis<float>& w, int64_t adjacent_end, float* dst, int64_t stride,
+                               const float* n0, const float* n1) {
   using V = detail::Vec<float, 32>;
   using Pairs = detail::Vec<double, 32>;  // four (x[i0], x[i0 + 1]) pairs
   constexpr int64_t kStep = 8;
@@ -725,6 +742,10 @@ SG_SIMD_CLONES void direct_row(const float* r0, const float* r1, float a0, float
     dst[ow * stride] = a0 * top + a1 * bottom;
   }
 }
+void direct_row(const float* r0, const float* r1, float a0, float a1, const detail::LinearAxis<float>& w,
+                int64_t adjacent_end, float* dst, int64_t stride, const float* n0, const float* n1) {
+  SG_SIMD_DISPATCH(direct_row(isa, r0, r1, a0, a1, w, adjacent_end, dst, stride, n0, n1));
+}
 
 void forward_direct(const TensorView& input, const TensorView& output, const Tables<float>& tab) {
   const Strides is = strides_of(input, Layout::kNCHW), os = strides_of(output, Layout::kNCHW);
@@ -745,8 +766,8 @@ void forward_direct(const TensorView& input, const TensorView& output, const Tab
 
 // One output row of the direct forward on NHWC rows (float/double): value c of output pixel ow = a0 * (l0 *
 // x00 + l1 * x01) + a1 * (l0 * x10 + l1 * x11), x.. the values c of the tap pixels, channels vectorised.
-template <class Acc>
-SG_SIMD_CLONES void direct_pixels(const Acc* r0, const Acc* r1, Acc a0, Acc a1, const detail::LinearAxis<Acc>& w,
+template <class Isa, class Acc>
+SG_SIMD_KERNEL void direct_pixels(Isa, const Acc* r0, const Acc* r1, Acc a0, Acc a1, const detail::LinearAxis<Acc>& w,
                                   const FlatRows& in, Acc* dst, const FlatRows& out) {
   using V = detail::Vec<Acc, 32>;
   constexpr int64_t kStep = detail::kVecLanes<Acc, 32>;
@@ -771,6 +792,11 @@ SG_SIMD_CLONES void direct_pixels(const Acc* r0, const Acc* r1, Acc a0, Acc a1, 
       o[c * os] = a0 * top + a1 * bottom;
     }
   }
+}
+template <class Acc>
+void direct_pixels(const Acc* r0, const Acc* r1, Acc a0, Acc a1, const detail::LinearAxis<Acc>& w, const FlatRows& in,
+                   Acc* dst, const FlatRows& out) {
+  SG_SIMD_DISPATCH(direct_pixels(isa, r0, r1, a0, a1, w, in, dst, out));
 }
 
 template <class Acc>
@@ -799,10 +825,10 @@ void forward_direct_nhwc(const TensorView& input, const TensorView& output, cons
 // weighted_rows, computed two vectors of channels at a time in registers and stored straight to the
 // output (streamed when `stream`), in one call per chunk: per-pixel calls and a sum row cost more than
 // the arithmetic here.
-template <class T>
-SG_SIMD_CLONES void gather_columns_dense(const detail::LinearAxis<T>& w_axis, const ColumnChunk& chunk, const T* rows,
-                                         int64_t channels, T* dst, int64_t pixel_stride, bool stream) {
-  using Vec = detail::Vec<T, 32>;  // one AVX2 register (two SSE ones in the default clone)
+template <class Isa, class T>
+SG_SIMD_KERNEL void gather_columns_dense(Isa, const detail::LinearAxis<T>& w_axis, const ColumnChunk& chunk,
+                                         const T* rows, int64_t channels, T* dst, int64_t pixel_stride, bool stream) {
+  using Vec = detail::Vec<T, 32>;  // one AVX2 register (two SSE ones at the baseline level)
   constexpr int64_t kLanes = detail::kVecLanes<T, 32>;
   auto load = [](Vec& v, const T* p) { detail::load_u(v, p); };
   for (int64_t iw = chunk.iw_begin; iw < chunk.iw_end; ++iw) {
@@ -843,6 +869,11 @@ SG_SIMD_CLONES void gather_columns_dense(const detail::LinearAxis<T>& w_axis, co
       out[c] = sum;
     }
   }
+}
+template <class T>
+void gather_columns_dense(const detail::LinearAxis<T>& w_axis, const ColumnChunk& chunk, const T* rows, int64_t channels,
+                          T* dst, int64_t pixel_stride, bool stream) {
+  SG_SIMD_DISPATCH(gather_columns_dense(isa, w_axis, chunk, rows, channels, dst, pixel_stride, stream));
 }
 
 // The passes of one NHWC backward task, with the task's scratch: per input row, per column chunk, the

@@ -20,6 +20,13 @@ AvgPool2dParams make_params(at::IntArrayRef kernel_size, at::IntArrayRef stride,
                          divisor_override.value_or(0)};
 }
 
+// The memory format of both outputs, as aten's avg_pool2d and avg_pool2d_backward choose it: the input's
+// suggested format for a 4-D input (channels-last when its strides are, c10's rule for size-1 dimensions
+// included), contiguous for a 3-D one.
+at::MemoryFormat output_format(const at::Tensor& input) {
+  return input.dim() == 4 ? input.suggest_memory_format() : at::MemoryFormat::Contiguous;
+}
+
 // aten's schemas.
 constexpr char kForwardSchema[] =
     "avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, "
@@ -32,7 +39,7 @@ at::Tensor forward_cpu(const at::Tensor& input, at::IntArrayRef kernel_size, at:
     const AvgPool2dParams params =
         make_params(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
     const TensorView in = view_of(input, "avg_pool2d", "input");
-    out = new_output(input, avg_pool2d_output_shape(in.sizes(), params));
+    out = new_output(input, avg_pool2d_output_shape(in.sizes(), params), output_format(input));
     avg_pool2d(in, out.view, params);
   });
   return out.tensor;
@@ -52,7 +59,7 @@ at::Tensor backward_cpu(const at::Tensor& grad_output, const at::Tensor& input, 
     const char* op = "avg_pool2d_backward";
     const TensorView go = view_of(grad_output, op, "grad_output");
     const TensorView in = view_of(input, op, "input");
-    grad_input = new_output(grad_output, input.sizes());
+    grad_input = new_output(grad_output, input.sizes(), output_format(input));
     avg_pool2d_backward(go, in, grad_input.view, params);
   });
   return grad_input.tensor;

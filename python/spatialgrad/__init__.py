@@ -9,7 +9,8 @@ C-contiguous arrays of the input dtype. A non-array argument is a TypeError nami
 - bfloat16 in NumPy, which has no such dtype (:mod:`spatialgrad.bfloat16`): ``to_bfloat16``,
   ``bfloat16_to_float32``, ``bfloat16_bits``, ``is_bfloat16``; ``BFLOAT16_BITS`` is the dtype of the marked
   bit-pattern arrays (uint16 with the metadata ``{"spatialgrad": "bfloat16"}``).
-- The thread pool and memory: ``set_num_threads``, ``get_num_threads``, ``clear_memory_cache``.
+- The thread pool and memory: ``set_num_threads``, ``get_num_threads``, ``clear_memory_cache``; the
+  kernels' instruction level: ``simd_level``.
 - PyTorch: :mod:`spatialgrad.torch` (imported on its own; it needs PyTorch).
 """
 from . import _core
@@ -46,5 +47,10 @@ def clear_memory_cache() -> None:
     _core.clear_memory_cache()
 
 
-__all__ = ["clear_memory_cache", "get_num_threads", "set_num_threads", "BFLOAT16_BITS", "bfloat16_bits",
+@_documented_as(_core.simd_level)
+def simd_level() -> str:
+    return _core.simd_level()
+
+
+__all__ = ["clear_memory_cache", "get_num_threads", "set_num_threads", "simd_level", "BFLOAT16_BITS", "bfloat16_bits",
            "bfloat16_to_float32", "is_bfloat16", "to_bfloat16", *_functional_all]

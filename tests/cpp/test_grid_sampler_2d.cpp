@@ -14,6 +14,7 @@
 #include "detail/rows.h"
 #include "detail/simd.h"
 #include "spatialgrad/grid_sampler_2d.h"
+#include "simd_levels.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"
 
@@ -684,34 +685,57 @@ void expect_strategies_agree(int mode, int padding) {
   }
 }
 
-// gather() reads the same values with AVX2 masked gathers as with the portable loop (negative indices
-// give 0 and are not read), for every length around the vector widths.
-TEST(Gather, VectorAndPortablePathsAgree) {
+// gather() reads the taps at every level (masked AVX2 and AVX-512 gathers, the portable loop; negative
+// indices give 0 and are not read), for every length around the vector widths.
+TEST(Gather, EveryLevelReadsTheTaps) {
   std::vector<float> src(100);
   std::vector<double> src64(100);
   for (size_t i = 0; i < src.size(); ++i) src64[i] = src[i] = 0.5f + static_cast<float>(i);
-  for (int64_t n : {0, 1, 3, 4, 7, 8, 9, 16, 31, 33}) {
+  for (int64_t n : {0, 1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 33, 48}) {
     std::vector<int32_t> index(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) index[static_cast<size_t>(i)] = i % 3 == 1 ? -1 : static_cast<int32_t>((i * 37) % 100);
-    std::vector<float> a(static_cast<size_t>(n), 7.0f), b(a);
-    std::vector<double> a64(static_cast<size_t>(n), 7.0), b64(a64);
-    detail::gather(src.data(), index.data(), n, a.data());
-    detail::gather(src64.data(), index.data(), n, a64.data());
-    detail::allow_vector_gathers(false);
-    detail::gather(src.data(), index.data(), n, b.data());
-    detail::gather(src64.data(), index.data(), n, b64.data());
-    detail::allow_vector_gathers(true);
-    EXPECT_EQ(a, b);
-    EXPECT_EQ(a64, b64);
-    for (int64_t i = 0; i < n; ++i) {
-      const size_t k = static_cast<size_t>(i);
-      EXPECT_EQ(a[k], index[k] < 0 ? 0.0f : src[static_cast<size_t>(index[k])]);
-    }
+    testing::for_each_simd_level([&] {
+      std::vector<float> a(static_cast<size_t>(n), 7.0f);
+      std::vector<double> a64(static_cast<size_t>(n), 7.0);
+      detail::gather(src.data(), index.data(), n, a.data());
+      detail::gather(src64.data(), index.data(), n, a64.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const size_t k = static_cast<size_t>(i);
+        EXPECT_EQ(a[k], index[k] < 0 ? 0.0f : src[static_cast<size_t>(index[k])]);
+        EXPECT_EQ(a64[k], index[k] < 0 ? 0.0 : src64[static_cast<size_t>(index[k])]);
+      }
+    });
   }
 }
 
-// The plane strategy with AVX2 gathers and with gather()'s portable loop: the same bits. (The checked loads
-// through int64 offsets, taken by float16/bfloat16 planes, are compared with the tiles in TilesAndPlanesAgree.)
+// gather_adjacent reads both taps at every level: runs of horizontal neighbours (read as pairs), runs with a
+// tap outside or a pair that is not adjacent (two masked gathers), and the tail.
+TEST(Gather, AdjacentTapsAtEveryLevel) {
+  std::vector<float> src(200);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = 0.25f + static_cast<float>(i);
+  for (int64_t n : {0, 5, 16, 33, 64}) {
+    std::vector<int32_t> left(static_cast<size_t>(n)), right(left.size());
+    for (int64_t i = 0; i < n; ++i) {
+      const auto k = static_cast<size_t>(i);
+      left[k] = static_cast<int32_t>((i * 37) % 190);
+      right[k] = i < 32 ? left[k] + 1 : (i % 5 == 0 ? -1 : left[k] + 1 + (i % 7 == 0));  // adjacent, then mixed
+      if (i == 40) left[k] = -1;
+    }
+    testing::for_each_simd_level([&] {
+      std::vector<float> first(static_cast<size_t>(n), 7.0f), second(first);
+      detail::gather_adjacent(src.data(), left.data(), right.data(), n, first.data(), second.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const auto k = static_cast<size_t>(i);
+        EXPECT_EQ(first[k], left[k] < 0 ? 0.0f : src[static_cast<size_t>(left[k])]) << i;
+        EXPECT_EQ(second[k], right[k] < 0 ? 0.0f : src[static_cast<size_t>(right[k])]) << i;
+      }
+    });
+  }
+}
+
+// The plane strategy at every level (AVX-512 and AVX2 gathers, gather()'s portable loop): the same bits.
+// (The checked loads through int64 offsets, taken by float16/bfloat16 planes, are compared with the tiles
+// in TilesAndPlanesAgree.)
 TEST(GridSampler2d, PlaneGathersMatchCheckedLoads) {
   const detail::ForcedGridSamplerStrategy planes(detail::GridSamplerStrategy::kPlanes);
   for (int mode : {0, 1, 2}) {
@@ -720,16 +744,13 @@ TEST(GridSampler2d, PlaneGathersMatchCheckedLoads) {
     auto x = random_tensor<float>({2, 3, 12, 15}, 91);
     auto grid = random_tensor<float>({2, 9, 31, 2}, 92, -1.2, 1.2);
     auto g = random_tensor<float>({2, 3, 9, 31}, 93);
-    std::vector<float> results[2];
-    for (bool vector : {true, false}) {
-      detail::allow_vector_gathers(vector);
+    SCOPED_TRACE(mode);
+    testing::expect_same_bits_at_each_level([&] {
       OwnedTensor<float> y({2, 3, 9, 31}), gi(x.view.sizes()), gg(grid.view.sizes());
       grid_sampler_2d(x.view, grid.view, y.view, p);
       grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
-      results[vector] = testing::concatenated({&y, &gi, &gg});
-    }
-    detail::allow_vector_gathers(true);
-    EXPECT_EQ(std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)), 0) << mode;
+      return testing::concatenated({&y, &gi, &gg});
+    });
   }
 }
 
@@ -764,6 +785,80 @@ TEST(GridSampler2d, BinnedPlanesMatchTiles) {
         EXPECT_EQ(std::memcmp(results[0].data(), results[k].data(), results[0].size() * sizeof(float)), 0) << k;
       }
     }
+}
+
+// The plane strategy's point vectors (float and double planes read by gathers) and backward against the
+// tiles, bit for bit at every level: grids well inside the image (every vector reads its taps as pairs of adjacent
+// values), grids crossing the borders (masked gathers, and vectors mixing both), point counts that leave
+// partial vectors, a strided grid and output, and a channels-last input (no pairs: column stride C).
+template <class T>
+void expect_point_vectors_match_tiles(int mode, int padding, bool align) {
+  GridSampler2dParams p;
+  p.interpolation_mode = static_cast<GridSamplerInterpolation>(mode);
+  p.padding_mode = static_cast<GridSamplerPadding>(padding);
+  p.align_corners = align;
+  const int64_t N = 2, H = 13, W = 37, Ho = 7, Wo = 19;
+  for (int64_t C : {1, 3})
+    for (double reach : {0.6, 1.3}) {
+      SCOPED_TRACE(::testing::Message() << "channels " << C << " reach " << reach);
+      auto x = random_tensor<T>({N, C, H, W}, 111);
+      auto grid = random_tensor<T>({N, Ho, Wo, 2}, 112, -reach, reach);
+      // The same values, the grid as a view with a row stride of 2 * Wo + 6, the input channels-last.
+      std::vector<T> grid_rows(static_cast<size_t>(N * Ho * (2 * Wo + 6)), T(9));
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t h = 0; h < Ho; ++h)
+          for (int64_t k = 0; k < 2 * Wo; ++k)
+            grid_rows[static_cast<size_t>((n * Ho + h) * (2 * Wo + 6) + k)] = grid[(n * Ho + h) * 2 * Wo + k];
+      const TensorView strided_grid(grid_rows.data(), dtype_of<T>(), {N, Ho, Wo, 2}, {Ho * (2 * Wo + 6), 2 * Wo + 6, 2, 1});
+      OwnedTensor<T> x_last({N, C, H, W});
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t i = 0; i < H * W; ++i) x_last[(n * H * W + i) * C + c] = x[(n * C + c) * H * W + i];
+      x_last.view = TensorView(x_last.data(), dtype_of<T>(), {N, C, H, W}, {C * H * W, 1, W * C, C});
+      auto g = random_tensor<T>({N, C, Ho, Wo}, 113);
+      // Both gradients too (the planes' backward reads its corners as pairs where they are adjacent).
+      auto backward = [&] {
+        OwnedTensor<T> gi({N, C, H, W}), gg({N, Ho, Wo, 2});
+        grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
+        return testing::concatenated({&gi, &gg});
+      };
+      std::vector<T> tiles, tiles_backward;
+      {
+        const detail::ForcedGridSamplerStrategy forced(detail::GridSamplerStrategy::kTiles);
+        OwnedTensor<T> y({N, C, Ho, Wo});
+        grid_sampler_2d(x.view, grid.view, y.view, p);
+        tiles = y.storage;
+        tiles_backward = backward();
+      }
+      const detail::ForcedGridSamplerStrategy forced(detail::GridSamplerStrategy::kPlanes);
+      testing::for_each_simd_level([&] {
+        const std::vector<T> planes_backward = backward();
+        ASSERT_EQ(std::memcmp(planes_backward.data(), tiles_backward.data(), tiles_backward.size() * sizeof(T)), 0);
+        const TensorView* inputs[] = {&x.view, &x_last.view};
+        const TensorView* grids[] = {&grid.view, &strided_grid};
+        for (const TensorView* in : inputs)
+          for (const TensorView* at : grids) {
+            std::vector<T> out(static_cast<size_t>(2 * N * C * Ho * Wo), T(-5));
+            const TensorView y(out.data(), dtype_of<T>(), {N, C, Ho, Wo}, {2 * C * Ho * Wo, 2 * Ho * Wo, 2 * Wo, 2});
+            grid_sampler_2d(*in, *at, y, p);
+            for (size_t i = 0; i < tiles.size(); ++i) {
+              ASSERT_EQ(std::memcmp(&out[2 * i], &tiles[i], sizeof(T)), 0) << "output " << i << ": " << out[2 * i]
+                                                                          << " vs " << tiles[i];
+              ASSERT_EQ(out[2 * i + 1], T(-5)) << "wrote between the outputs";
+            }
+          }
+      });
+    }
+}
+
+TEST(GridSampler2d, PointVectorsAndPlanesMatchTiles) {
+  for (int mode : {0, 1, 2})
+    for (int padding : {0, 1, 2})
+      for (bool align : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "mode " << mode << " padding " << padding << " align " << align);
+        expect_point_vectors_match_tiles<float>(mode, padding, align);
+        expect_point_vectors_match_tiles<double>(mode, padding, align);
+      }
 }
 
 TEST(GridSampler2d, TilesAndPlanesAgree) {

@@ -12,6 +12,7 @@
 
 #include "detail/convert.h"
 #include "detail/cpu.h"
+#include "simd_levels.h"
 #include "detail/float_staging.h"
 #include "spatialgrad/dtype.h"
 #include "spatialgrad/parallel.h"
@@ -217,19 +218,11 @@ void expect_rows_match_elements(const std::vector<uint32_t>& float_patterns) {
   }
 }
 
-// Runs fn once per instruction path of the row conversions this CPU has (portable code first), the
-// conversions limited to that path; the limit is lifted again afterwards.
+// Runs fn once per instruction level this CPU has (baseline first), the level pinned (cpu.h): each level
+// takes its own conversion instructions (portable loops, F16C / AVX2, AVX-512 BF16).
 template <class Fn>
 void for_each_convert_path(const Fn& fn) {
-  using detail::ConvertPath;
-  for (ConvertPath path : {ConvertPath::kPortable, ConvertPath::kF16cAvx2, ConvertPath::kAvx512Bf16}) {
-    if (!detail::cpu_has_convert_path(path)) continue;
-    SCOPED_TRACE("convert path " + std::to_string(static_cast<int>(path)));
-    detail::limit_convert_path(path);
-    fn();
-    detail::limit_convert_path(ConvertPath::kAvx512Bf16);
-    if (::testing::Test::HasFatalFailure()) return;
-  }
+  testing::for_each_simd_level([&] { fn(); });
 }
 
 TEST(Half, RowConversionsMatchElementConversions) {

@@ -128,7 +128,9 @@ def native_calls(rng):
         ("avg_pool2d", (x, [3, 3], [2, 2], [1, 1], False, True, None)),
         ("avg_pool2d", (x, [3, 2], [2, 1], [1, 0], True, False, 5)),
         ("avg_pool2d", (x[0], [2], [], [0], True, True, None)),  # 3-D, stride = kernel
+        ("avg_pool2d", (channels_last.requires_grad_(), [3, 3], [2, 2], [1, 1], False, True, None)),
         ("avg_pool2d_backward", (randn(2, 3, 4, 3), x, [3, 3], [2, 2], [1, 1], False, True, None)),
+        ("avg_pool2d_backward", (randn(2, 3, 4, 3), channels_last, [3, 3], [2, 2], [1, 1], False, True, None)),
         ("upsample_bilinear2d", (x, [9, 7], False, None)),
         ("upsample_bilinear2d", (x, None, True, [1.5, 2.0])),
         ("upsample_bilinear2d", (channels_last.requires_grad_(), [9, 7], False, None)),

@@ -203,6 +203,42 @@ def test_layouts_give_the_same_bits(rng):
                 np.testing.assert_array_equal(sg.avg_pool2d_backward(gv, xv, **kw), sg.avg_pool2d_backward(g, x, **kw))
 
 
+# spatialgrad.torch's avg_pool2d and its backward lay out their outputs as aten's do: in the input's suggested
+# memory format for a 4-D input (channels-last strides in, channels-last out, c10 deciding size-1 dimensions by
+# the strides), contiguous for a 3-D one. (A channels-last result spares the next layer a conversion.)
+MEMORY_FORMAT_CASES = {
+    "channels_last": lambda: torch.rand(1, 3, 16, 16).to(memory_format=torch.channels_last),
+    "channels_last_one_channel": lambda: torch.rand(2, 1, 8, 8).to(memory_format=torch.channels_last),
+    "channels_last_one_pixel": lambda: torch.rand(2, 4, 1, 1).to(memory_format=torch.channels_last),
+    "contiguous": lambda: torch.rand(2, 4, 8, 8),
+    "nhwc_permuted": lambda: torch.rand(2, 8, 8, 4).permute(0, 3, 1, 2),
+    "channels_last_sliced": lambda: torch.rand(2, 4, 8, 8).to(memory_format=torch.channels_last)[:, :, :, :6],
+    "strided": lambda: torch.rand(2, 4, 8, 16)[:, :, :, ::2],
+    "three_dimensional": lambda: torch.rand(4, 8, 8),
+    "three_dimensional_transposed": lambda: torch.rand(8, 8, 4).permute(2, 0, 1),
+}
+
+
+@requires_torch
+@pytest.mark.parametrize("name", list(MEMORY_FORMAT_CASES))
+def test_torch_outputs_follow_the_input_memory_format_as_aten(name):
+    import spatialgrad.torch as sgt
+
+    assert sgt.native, "the native operators decide the memory format"
+    torch.manual_seed(0)
+    x = MEMORY_FORMAT_CASES[name]()
+    k = 1 if x.shape[-1] == 1 else 2
+    ours, reference = sgt.avg_pool2d(x, k), F.avg_pool2d(x, k)
+    assert ours.stride() == reference.stride()
+    torch.testing.assert_close(ours, reference)
+    pooling = ([k, k], [k, k], [0, 0], False, True, None)
+    for g in (torch.rand(reference.shape), torch.rand_like(reference)):  # contiguous, and laid out as the output
+        ours = torch.ops.spatialgrad.avg_pool2d_backward(g, x, *pooling)
+        reference = torch.ops.aten.avg_pool2d_backward(g, x, *pooling)
+        assert ours.stride() == reference.stride()
+        torch.testing.assert_close(ours, reference)
+
+
 # A 20000 x 20000 float32 plane (1.6 GB), as PyTorch runs it, in a fresh interpreter whose address space is limited
 # to what it holds (numpy, the library, the pool's threads, the arrays) plus the bound of docs/operators.md: a
 # regression that allocates beyond it fails with MemoryError instead of exhausting the machine.

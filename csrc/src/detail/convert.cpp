@@ -1,12 +1,11 @@
 #include "convert.h"
 
 #include <algorithm>
-#include <atomic>
 
 #include "cpu.h"
 #include "simd.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(SPATIALGRAD_NO_SIMD_CLONES)
+#if defined(SG_SIMD_LEVELS)
 #include <immintrin.h>
 #define SG_HAVE_F16C_PATH 1  // and the AVX2 / AVX-512 bfloat16 narrowings
 #endif
@@ -25,40 +24,48 @@ inline T* row_pointer(T* const* rows, int64_t k) {
   return row;
 }
 
-template <class T>
-SG_SIMD_CLONES void widen_portable(const T* src, int64_t stride, int64_t n, float* __restrict dst) {
+template <class Isa, class T>
+SG_SIMD_KERNEL void widen_portable(Isa, const T* src, int64_t stride, int64_t n, float* __restrict dst) {
   if (stride == 1) {
     for (int64_t i = 0; i < n; ++i) dst[i] = to_float(src[i]);
   } else {
     for (int64_t i = 0; i < n; ++i) dst[i] = to_float(src[i * stride]);
   }
 }
-
 template <class T>
-SG_SIMD_CLONES void narrow_portable(const float* __restrict src, int64_t n, T* dst, int64_t stride) {
+void widen_portable(const T* src, int64_t stride, int64_t n, float* dst) {
+  SG_SIMD_DISPATCH(widen_portable(isa, src, stride, n, dst));
+}
+
+template <class Isa, class T>
+SG_SIMD_KERNEL void narrow_portable(Isa, const float* __restrict src, int64_t n, T* dst, int64_t stride) {
   if (stride == 1) {
     for (int64_t i = 0; i < n; ++i) dst[i] = store_as<T>(src[i]);
   } else {
     for (int64_t i = 0; i < n; ++i) dst[i * stride] = store_as<T>(src[i]);
   }
 }
+template <class T>
+void narrow_portable(const float* src, int64_t n, T* dst, int64_t stride) {
+  SG_SIMD_DISPATCH(narrow_portable(isa, src, n, dst, stride));
+}
 
 // The fused narrowings without conversion instructions: fill(lo, len, scratch) computes the floats of
 // columns [lo, lo + len) into float scratch, a chunk at a time, which are then narrowed.
-template <class T, class Fill>
-SPATIALGRAD_INLINE void narrow_chunks(int64_t n, T* dst, int64_t stride, const Fill& fill) {
+template <class Isa, class T, class Fill>
+SPATIALGRAD_INLINE void narrow_chunks(Isa isa, int64_t n, T* dst, int64_t stride, const Fill& fill) {
   constexpr int64_t kChunk = 256;
   float scratch[kChunk];
   for (int64_t lo = 0; lo < n; lo += kChunk) {
     const int64_t len = std::min(kChunk, n - lo);
     fill(lo, len, scratch);
-    narrow_portable(scratch, len, dst + lo * stride, stride);
+    narrow_portable(isa, scratch, len, dst + lo * stride, stride);
   }
 }
 
-template <class T>
-SG_SIMD_CLONES void narrow_sum_portable(const float* const* rows, int64_t count, int64_t n, T* dst, int64_t stride) {
-  narrow_chunks(n, dst, stride, [&](int64_t lo, int64_t len, float* __restrict sums) {
+template <class Isa, class T>
+SG_SIMD_KERNEL void narrow_sum_portable(Isa isa, const float* const* rows, int64_t count, int64_t n, T* dst, int64_t stride) {
+  narrow_chunks(isa, n, dst, stride, [&](int64_t lo, int64_t len, float* __restrict sums) {
     const float* __restrict first = rows[0] + lo;
     for (int64_t i = 0; i < len; ++i) sums[i] = first[i];
     for (int64_t k = 1; k < count; ++k) {
@@ -67,13 +74,21 @@ SG_SIMD_CLONES void narrow_sum_portable(const float* const* rows, int64_t count,
     }
   });
 }
-
 template <class T>
-SG_SIMD_CLONES void narrow_blend_portable(const float* __restrict a, const float* __restrict b, float wa, float wb,
+void narrow_sum_portable(const float* const* rows, int64_t count, int64_t n, T* dst, int64_t stride) {
+  SG_SIMD_DISPATCH(narrow_sum_portable(isa, rows, count, n, dst, stride));
+}
+
+template <class Isa, class T>
+SG_SIMD_KERNEL void narrow_blend_portable(Isa isa, const float* __restrict a, const float* __restrict b, float wa, float wb,
                                           int64_t n, T* dst, int64_t stride) {
-  narrow_chunks(n, dst, stride, [&](int64_t lo, int64_t len, float* __restrict blended) {
+  narrow_chunks(isa, n, dst, stride, [&](int64_t lo, int64_t len, float* __restrict blended) {
     for (int64_t i = 0; i < len; ++i) blended[i] = wa * a[lo + i] + wb * b[lo + i];
   });
+}
+template <class T>
+void narrow_blend_portable(const float* a, const float* b, float wa, float wb, int64_t n, T* dst, int64_t stride) {
+  SG_SIMD_DISPATCH(narrow_blend_portable(isa, a, b, wa, wb, n, dst, stride));
 }
 
 #ifdef SG_HAVE_F16C_PATH
@@ -199,8 +214,6 @@ __attribute__((target("avx,f16c"))) void row_sum_f16c(const Half* const* rows, c
   }
 }
 
-const bool kHasAvx2 = cpu_features().avx2;
-
 // Eight floats rounded to bfloat16 as in to_bfloat16 (nearest even; NaN made quiet with its top
 // payload bits), one value per 32-bit lane.
 __attribute__((target("avx2"), always_inline)) inline __m256i bfloat16_lanes(__m256 f) {
@@ -227,7 +240,7 @@ __attribute__((target("avx2"))) void narrow_bf16_avx2(const Src src, int64_t n, 
   for (; i < n; ++i) dst[i] = to_bfloat16(src.at(i));
 }
 
-const bool kHasAvx512Bf16 = cpu_features().avx512bf16 && cpu_features().avx512vl && cpu_features().avx512bw;
+const bool kHasAvx512Bf16 = cpu_features().avx512bf16;  // (with the AVX-512 level's F, VL and BW)
 
 // VCVTNEPS2BF16 rounds to nearest even and makes NaNs quiet as to_bfloat16 does, but reads float32
 // subnormals as zero: lanes holding one (rare) are redone with to_bfloat16's integer rounding.
@@ -256,9 +269,9 @@ __attribute__((target("avx512f,avx512vl,avx512bw,avx512bf16"))) void narrow_bf16
 
 // The portable row_sum_f16c (any stride): acc[i] = w[0] * x0 + w[1] * x1 + ... when kWeighted, else
 // ((0 + x0) + x1) + ..., where xk is rows[k][i * stride] widened.
-template <bool kWeighted>
-SG_SIMD_CLONES void row_sum_portable(const Half* const* rows, const float* w, int64_t count, int64_t n, int64_t stride,
-                                     float* __restrict acc) {
+template <bool kWeighted, class Isa>
+SG_SIMD_KERNEL void row_sum_portable(Isa, const Half* const* rows, const float* w, int64_t count, int64_t n,
+                                     int64_t stride, float* __restrict acc) {
   for (int64_t i = 0; i < n; ++i) {
     const float x = to_float(rows[0][i * stride]);
     acc[i] = kWeighted ? w[0] * x : 0.0f + x;
@@ -272,20 +285,26 @@ SG_SIMD_CLONES void row_sum_portable(const Half* const* rows, const float* w, in
     }
   }
 }
-
-// Bit p set: calls may take path p (the CPU has it and the limit allows it). One mask, so that the
-// choice costs a load and a test in calls on rows of a few dozen elements.
-unsigned usable_paths(ConvertPath most_capable) {
-  unsigned mask = 0;
-  for (int p = 0; p <= static_cast<int>(most_capable); ++p) {
-    if (cpu_has_convert_path(static_cast<ConvertPath>(p))) mask |= 1u << p;
-  }
-  return mask;
+template <bool kWeighted>
+void row_sum_portable(const Half* const* rows, const float* w, int64_t count, int64_t n, int64_t stride, float* acc) {
+  SG_SIMD_DISPATCH(row_sum_portable<kWeighted>(isa, rows, w, count, n, stride, acc));
 }
 
-std::atomic<unsigned> usable{usable_paths(ConvertPath::kAvx512Bf16)};
+// The instruction paths of the conversions beside the portable code (which the kernels' levels compile):
+// F16C and AVX2 from the AVX2 level, VCVTNEPS2BF16 at the AVX-512 level on CPUs that have AVX-512 BF16.
+// Every path gives the same bits (tests/cpp/test_half.cpp runs each level).
+enum class ConvertPath { kF16cAvx2, kAvx512Bf16 };
 
-bool use(ConvertPath path) { return (usable.load(std::memory_order_relaxed) >> static_cast<int>(path)) & 1u; }
+bool use(ConvertPath path) {
+#ifdef SG_HAVE_F16C_PATH
+  const SimdLevel level = simd_level();
+  if (path == ConvertPath::kF16cAvx2) return level >= SimdLevel::kAvx2 && kHasF16c;
+  return level >= SimdLevel::kAvx512 && kHasAvx512Bf16;
+#else
+  (void)path;
+  return false;
+#endif
+}
 
 // widen_lanes8 for the values i in [first, n), one at a time.
 template <class T>
@@ -406,25 +425,6 @@ void narrow_sum(const float* const* rows, int64_t count, int64_t n, T* dst, int6
 }
 
 }  // namespace
-
-bool cpu_has_convert_path(ConvertPath path) {
-  switch (path) {
-    case ConvertPath::kPortable:
-      return true;
-#ifdef SG_HAVE_F16C_PATH
-    case ConvertPath::kF16cAvx2:
-      return kHasF16c && kHasAvx2;
-    case ConvertPath::kAvx512Bf16:
-      return kHasAvx512Bf16;
-#endif
-    default:
-      return false;
-  }
-}
-
-void limit_convert_path(ConvertPath most_capable) {
-  usable.store(usable_paths(most_capable), std::memory_order_relaxed);
-}
 
 void widen_row(const Half* src, int64_t stride, int64_t n, float* dst) {
 #ifdef SG_HAVE_F16C_PATH

@@ -85,12 +85,8 @@ void weighted_sum_rows(const Half* const* rows, const float* w, int64_t count, i
 // of them, in one pass (F16C where the CPU has it).
 void widen_sum_rows(const Half* const* rows, int64_t count, int64_t n, int64_t stride, float* sums);
 
-// The instruction paths of the functions above, least capable first. Each call takes the most
-// capable one the CPU has, up to a limit that tests lower to check every path the CPU can run against
-// the portable code (all paths give the same bits). Not meant to change while kernels run.
-enum class ConvertPath : int { kPortable, kF16cAvx2, kAvx512Bf16 };
-void limit_convert_path(ConvertPath most_capable);
-bool cpu_has_convert_path(ConvertPath path);
+// Each function takes the conversion instructions of the kernels' level (cpu.h simd_level(): F16C from
+// AVX2, AVX-512 BF16 at AVX-512 where the CPU has it); tests pin each level and compare the bits.
 
 template <class T>
 constexpr bool kIsHalfType = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;

@@ -1,12 +1,10 @@
 #include "gather.h"
 
-#include <atomic>
-
 #include "cpu.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(SG_SIMD_LEVELS)
 #include <immintrin.h>
-#define SG_GATHER_AVX2 1
+#define SG_GATHER_AVX2 1  // and AVX-512
 #endif
 
 namespace spatialgrad::detail {
@@ -68,22 +66,87 @@ __attribute__((target("avx2"))) void gather4_weighted_avx2(const float* src, con
   }
   gather4_weighted_portable(src, index, w, i, n, dst);
 }
+
+#define SG_TARGET_GATHER512 __attribute__((target("avx2,avx512f,avx512vl,avx512bw,avx512dq")))
+
+// Sixteen (float) or eight (double) lanes a step: a lane whose index is negative is masked off (a mask
+// register) and keeps the zero the gather starts from.
+SG_TARGET_GATHER512 void gather_avx512(const float* src, const int32_t* index, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i at = _mm512_loadu_si512(index + i);
+    const __mmask16 inside = _mm512_cmpgt_epi32_mask(at, _mm512_set1_epi32(-1));
+    _mm512_storeu_ps(dst + i, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), inside, at, src, 4));
+  }
+  gather_portable(src, index, i, n, dst);
+}
+
+SG_TARGET_GATHER512 void gather_avx512(const double* src, const int32_t* index, int64_t n, double* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i at = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(index + i));
+    const __mmask8 inside = _mm256_cmpgt_epi32_mask(at, _mm256_set1_epi32(-1));
+    _mm512_storeu_pd(dst + i, _mm512_mask_i32gather_pd(_mm512_setzero_pd(), inside, at, src, 8));
+  }
+  gather_portable(src, index, i, n, dst);
+}
+
+SG_TARGET_GATHER512 void gather4_weighted_avx512(const float* src, const int32_t* const* index, const float* const* w,
+                                                 int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 v[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m512i at = _mm512_loadu_si512(index[k] + i);
+      const __mmask16 inside = _mm512_cmpgt_epi32_mask(at, _mm512_set1_epi32(-1));
+      v[k] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), inside, at, src, 4);
+    }
+    __m512 sum = _mm512_mul_ps(v[0], _mm512_loadu_ps(w[0] + i));
+    for (int k = 1; k < 4; ++k) sum = _mm512_add_ps(sum, _mm512_mul_ps(v[k], _mm512_loadu_ps(w[k] + i)));
+    _mm512_storeu_ps(dst + i, sum);
+  }
+  gather4_weighted_portable(src, index, w, i, n, dst);
+}
 #endif
 
-std::atomic<bool> vector_allowed{true};
-
-bool use_avx2() {
-#if defined(SG_GATHER_AVX2)
-  return cpu_features().avx2 && vector_allowed.load(std::memory_order_relaxed);
-#else
-  return false;
-#endif
+// gather_adjacent's runs of 16 (AVX-512) or 8 (AVX2) points: pairs where every right tap is its left one's
+// neighbour and both are inside, else two masked gathers.
+SG_TARGET_GATHER512 void gather_adjacent_avx512(const float* src, const int32_t* left, const int32_t* right, int64_t n,
+                                                float* first, float* second) {
+  int64_t i = 0;
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1)), none = _mm512_set1_epi32(-1);
+  const __m512d zero = _mm512_setzero_pd();
+  for (; i + 16 <= n; i += 16) {
+    const __m512i l = _mm512_loadu_si512(left + i), r = _mm512_loadu_si512(right + i);
+    const __mmask16 l_in = _mm512_cmpgt_epi32_mask(l, none), r_in = _mm512_cmpgt_epi32_mask(r, none);
+    const __mmask16 pairs = _mm512_cmpeq_epi32_mask(_mm512_add_epi32(l, _mm512_set1_epi32(1)), r) & l_in & r_in;
+    if (pairs == 0xffff) {
+      const double* at = reinterpret_cast<const double*>(src);
+      const __m512 lo = _mm512_castpd_ps(_mm512_mask_i32gather_pd(zero, 0xff, _mm512_maskz_extracti64x4_epi64(0xff, l, 0), at, 4));
+      const __m512 hi = _mm512_castpd_ps(_mm512_mask_i32gather_pd(zero, 0xff, _mm512_maskz_extracti64x4_epi64(0xff, l, 1), at, 4));
+      _mm512_storeu_ps(first + i, _mm512_permutex2var_ps(lo, evens, hi));
+      _mm512_storeu_ps(second + i, _mm512_permutex2var_ps(lo, odds, hi));
+      continue;
+    }
+    _mm512_storeu_ps(first + i, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), l_in, l, src, 4));
+    _mm512_storeu_ps(second + i, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), r_in, r, src, 4));
+  }
+  gather_portable(src, left, i, n, first);
+  gather_portable(src, right, i, n, second);
 }
 
 template <class T>
 void gather_any(const T* src, const int32_t* index, int64_t n, T* dst) {
 #if defined(SG_GATHER_AVX2)
-  if (use_avx2()) return gather_avx2(src, index, n, dst);
+  switch (simd_level()) {
+    case SimdLevel::kAvx512:
+      return gather_avx512(src, index, n, dst);
+    case SimdLevel::kAvx2:
+      return gather_avx2(src, index, n, dst);
+    default:
+      break;
+  }
 #endif
   gather_portable(src, index, 0, n, dst);
 }
@@ -92,14 +155,27 @@ void gather_any(const T* src, const int32_t* index, int64_t n, T* dst) {
 
 void gather4_weighted(const float* src, const int32_t* const* index, const float* const* w, int64_t n, float* dst) {
 #if defined(SG_GATHER_AVX2)
-  if (use_avx2()) return gather4_weighted_avx2(src, index, w, n, dst);
+  switch (simd_level()) {
+    case SimdLevel::kAvx512:
+      return gather4_weighted_avx512(src, index, w, n, dst);
+    case SimdLevel::kAvx2:
+      return gather4_weighted_avx2(src, index, w, n, dst);
+    default:
+      break;
+  }
 #endif
   gather4_weighted_portable(src, index, w, 0, n, dst);
 }
 
+void gather_adjacent(const float* src, const int32_t* left, const int32_t* right, int64_t n, float* first, float* second) {
+#if defined(SG_GATHER_AVX2)
+  if (simd_level() == SimdLevel::kAvx512) return gather_adjacent_avx512(src, left, right, n, first, second);
+#endif
+  gather_any(src, left, n, first);
+  gather_any(src, right, n, second);
+}
+
 void gather(const float* src, const int32_t* index, int64_t n, float* dst) { gather_any(src, index, n, dst); }
 void gather(const double* src, const int32_t* index, int64_t n, double* dst) { gather_any(src, index, n, dst); }
-
-void allow_vector_gathers(bool allow) { vector_allowed.store(allow, std::memory_order_relaxed); }
 
 }  // namespace spatialgrad::detail

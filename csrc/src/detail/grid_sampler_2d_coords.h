@@ -174,8 +174,8 @@ SPATIALGRAD_INLINE void reflected_coordinates(const Acc* __restrict g, int64_t n
   for (; i < n; ++i) scalar(i);
 }
 
-template <class Acc>
-SG_SIMD_CLONES void source_coordinates(const Acc* __restrict g, int64_t n, int64_t size, GridSamplerPadding padding,
+template <class Isa, class Acc>
+SG_SIMD_KERNEL void source_coordinates(Isa, const Acc* __restrict g, int64_t n, int64_t size, GridSamplerPadding padding,
                                        bool align_corners, Acc* __restrict value, Acc* __restrict grad) {
   const CoordGrad<Acc> at_zero = unnormalize(Acc(0), size, align_corners);
   const Acc scale = at_zero.grad, shift = align_corners ? Acc(0) : Acc(0.5);  // x - 0 == x, also for -0
@@ -195,6 +195,11 @@ SG_SIMD_CLONES void source_coordinates(const Acc* __restrict g, int64_t n, int64
     reflected_coordinates(g, n, size, align_corners, scale, shift, value, grad);
   }
 }
+template <class Acc>
+void source_coordinates(const Acc* g, int64_t n, int64_t size, GridSamplerPadding padding, bool align_corners, Acc* value,
+                        Acc* grad) {
+  SG_SIMD_DISPATCH(source_coordinates(isa, g, n, size, padding, align_corners, value, grad));
+}
 
 // True when an integral-valued coordinate names a pixel of an axis of `size` (false for NaN): the only
 // gate before converting a coordinate to an integer.
@@ -208,17 +213,35 @@ inline bool in_bounds(Acc index, int64_t size) {
 template <class Acc>
 struct Cubic {
   static constexpr Acc A = Acc(-0.75);
-  static Acc outer(Acc x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; }  // 1 < |x| < 2
-  static Acc inner(Acc x) { return ((A + 2) * x - (A + 3)) * x * x + 1; }        // |x| <= 1
+  // The formulas for an Acc or a vector of Acc (lane by lane, the same operations).
+  template <class X>
+  static SPATIALGRAD_INLINE void outer_of(const X& x, X& r) {  // 1 < |x| < 2
+    r = ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+  }
+  template <class X>
+  static SPATIALGRAD_INLINE void inner_of(const X& x, X& r) {  // |x| <= 1
+    r = ((A + 2) * x - (A + 3)) * x * x + 1;
+  }
+  static Acc outer(Acc x) {
+    Acc r;
+    outer_of(x, r);
+    return r;
+  }
+  static Acc inner(Acc x) {
+    Acc r;
+    inner_of(x, r);
+    return r;
+  }
   static void weights(Acc t, Acc (&w)[4]) {
     w[0] = outer(t + 1);
     w[1] = inner(t);
     w[2] = inner(1 - t);
     w[3] = outer(2 - t);
   }
-  // d w[i] / d x, from the signed distances x - tap.
-  static void derivatives(Acc t, Acc (&d)[4]) {
-    Acc x = -1 - t;
+  // d w[i] / d x, from the signed distances x - tap (for an Acc or a vector of Acc).
+  template <class X>
+  static SPATIALGRAD_INLINE void derivatives_of(const X& t, X (&d)[4]) {
+    X x = -1 - t;
     d[0] = (-3 * A * x - 10 * A) * x - 8 * A;
     x = 0 - t;
     d[1] = (-3 * (A + 2) * x - 2 * (A + 3)) * x;
@@ -227,6 +250,7 @@ struct Cubic {
     x = 2 - t;
     d[3] = (3 * A * x - 10 * A) * x + 8 * A;
   }
+  static void derivatives(Acc t, Acc (&d)[4]) { derivatives_of(t, d); }
 };
 
 }  // namespace spatialgrad::detail

@@ -87,14 +87,16 @@ struct GradTarget {
   template <bool kBanded>
   SPATIALGRAD_INLINE void add_corners(int32_t y, int32_t x, Acc nw, Acc ne, Acc sw, Acc se) const {
     Acc* p = base + (y - row0) * s2 + x * s3;
-    if (!kBanded || (y >= begin && y < end)) {
-      p[0] += nw;
-      p[s3] += ne;
-    }
-    if (!kBanded || (y + 1 >= begin && y + 1 < end)) {
-      p[s2] += sw;
-      p[s2 + s3] += se;
-    }
+    if (!kBanded || (y >= begin && y < end)) add_pair(p, nw, ne);
+    if (!kBanded || (y + 1 >= begin && y + 1 < end)) add_pair(p + s2, sw, se);
+  }
+  // p[0] += a, p[s3] += b. (Tried: one two-lane vector add for adjacent columns. It halved a random grid's
+  // loads and stores (5.7 -> 5.4 ms), but on a smooth grid neighbouring points' pairs overlap by one value,
+  // and the 8-byte load of a pair the previous point half wrote cannot take its value from the store:
+  // (2,3,1024,1024) flow backward 61 -> 85 ms.)
+  SPATIALGRAD_INLINE void add_pair(Acc* p, Acc a, Acc b) const {
+    p[0] += a;
+    p[s3] += b;
   }
 };
 
@@ -109,14 +111,18 @@ SPATIALGRAD_INLINE int32_t home_row(Acc y0, int32_t H) {
 // A coordinate's grid gradient from its per-lane sums: ((0 + sums[0] + sums[1]) + ...) * mult, lanes in
 // order as the tiles add them (rows.h add_lane_sums), for n points at once (vector loops: summed point by
 // point, this took 13% of a one-channel backward).
-template <class Acc>
-SG_SIMD_CLONES void sum_lanes(const Acc (*__restrict sums)[kBlock], int64_t lanes, const Acc* __restrict mult, int64_t n,
-                              Acc* __restrict out) {
+template <class Isa, class Acc>
+SG_SIMD_KERNEL void sum_lanes(Isa, const Acc (*__restrict sums)[kBlock], int64_t lanes, const Acc* __restrict mult,
+                              int64_t n, Acc* __restrict out) {
   for (int64_t i = 0; i < n; ++i) out[i] = sums[0][i];
   for (int64_t l = 1; l < lanes; ++l) {
     for (int64_t i = 0; i < n; ++i) out[i] += sums[l][i];
   }
   for (int64_t i = 0; i < n; ++i) out[i] = (Acc(0) + out[i]) * mult[i];
+}
+template <class Acc>
+void sum_lanes(const Acc (*sums)[kBlock], int64_t lanes, const Acc* mult, int64_t n, Acc* out) {
+  SG_SIMD_DISPATCH(sum_lanes(isa, sums, lanes, mult, n, out));
 }
 
 // ---- bilinear ----------------------------------------------------------------------------------------
@@ -159,7 +165,8 @@ struct PlaneBilinear {
   // As BilinearTable::fill, with columns and rows in place of tile pixels: branch-free selects of
   // values already computed, then conversions, so that GCC vectorises the loop (as BilinearTable::fill);
   // the int64 offsets (no AVX2 multiply) and the home rows in a second, scalar loop.
-  SG_SIMD_CLONES void fill(const Acc* __restrict cx, const Acc* __restrict cy, PlaneGeometry g) {
+  template <class Isa>
+  SG_SIMD_KERNEL void fill(Isa, const Acc* __restrict cx, const Acc* __restrict cy, PlaneGeometry g) {
     const Acc W = static_cast<Acc>(g.W), H = static_cast<Acc>(g.H);
     for (int64_t i = 0; i < count; ++i) {
       const Acc x0 = detail::floor_of(cx[i]), y0 = detail::floor_of(cy[i]);
@@ -183,10 +190,12 @@ struct PlaneBilinear {
     }
     if (g.index32) fill_indices(g);
   }
+  void fill(const Acc* cx, const Acc* cy, PlaneGeometry g) { SG_SIMD_DISPATCH(fill(isa, cx, cy, g)); }
 
   // g.index of the four corners, with one multiply per point: the others are the nw offset plus s3, s2
   // or both (in uint32, as g.index, and kept only where the corner is inside).
-  SG_SIMD_CLONES void fill_indices(PlaneGeometry g) {
+  template <class Isa>
+  SG_SIMD_KERNEL void fill_indices(Isa, PlaneGeometry g) {
     const auto s2 = static_cast<uint32_t>(g.s2), s3 = static_cast<uint32_t>(g.s3);
     for (int64_t i = 0; i < count; ++i) {
       const uint32_t at = static_cast<uint32_t>(y[i]) * s2 + static_cast<uint32_t>(x[i]) * s3;
@@ -197,6 +206,7 @@ struct PlaneBilinear {
       index[3][i] = x1 & y1 ? static_cast<int32_t>(at + s2 + s3) : -1;
     }
   }
+  void fill_indices(PlaneGeometry g) { SG_SIMD_DISPATCH(fill_indices(isa, g)); }
 
   // All four corners inside: read from offset, unchecked.
   SPATIALGRAD_INLINE bool is_inner(int64_t i, const PlaneGeometry& g) const {
@@ -243,8 +253,8 @@ struct PlaneBilinear {
   }
 
   // The gathered corners' weighted sums (the same operations as forward_checked).
-  template <class T>
-  SG_SIMD_CLONES void combine(const Acc (&v)[4][kBlock], T* __restrict out, const int64_t* __restrict out_offset,
+  template <class Isa, class T>
+  SG_SIMD_KERNEL void combine(Isa, const Acc (&v)[4][kBlock], T* __restrict out, const int64_t* __restrict out_offset,
                               bool straight) const {
     Acc sums[kBlock];
     Acc* to = straight ? out + out_offset[0] : sums;
@@ -253,15 +263,23 @@ struct PlaneBilinear {
       for (int64_t i = 0; i < count; ++i) out[out_offset[i]] = sums[i];
     }
   }
-
   template <class T>
-  SG_SIMD_CLONES void forward_checked(const T* __restrict plane, PlaneGeometry g, T* __restrict out,
+  void combine(const Acc (&v)[4][kBlock], T* out, const int64_t* out_offset, bool straight) const {
+    SG_SIMD_DISPATCH(combine(isa, v, out, out_offset, straight));
+  }
+
+  template <class Isa, class T>
+  SG_SIMD_KERNEL void forward_checked(Isa, const T* __restrict plane, PlaneGeometry g, T* __restrict out,
                                       const int64_t* __restrict out_offset) const {
     for (int64_t i = 0; i < count; ++i) {
       Acc v[4];
       corners(plane, g, i, v);
       out[out_offset[i]] = store_as<T>(v[0] * w[0][i] + v[1] * w[1][i] + v[2] * w[2][i] + v[3] * w[3][i]);
     }
+  }
+  template <class T>
+  void forward_checked(const T* plane, PlaneGeometry g, T* out, const int64_t* out_offset) const {
+    SG_SIMD_DISPATCH(forward_checked(isa, plane, g, out, out_offset));
   }
 
   // One channel's backward: kGrid adds d output / d coordinate * g to sx, sy (points with owned[i]
@@ -272,7 +290,12 @@ struct PlaneBilinear {
     if constexpr (kGathers<T> && kGrid) {
       if (g.gathers) {
         Acc v[4][kBlock];
-        for (int k = 0; k < 4; ++k) detail::gather(plane, index[k], count, v[k]);
+        if constexpr (std::is_same_v<T, float>) {  // nw, ne and sw, se: horizontal neighbours
+          detail::gather_adjacent(plane, index[0], index[1], count, v[0], v[1]);
+          detail::gather_adjacent(plane, index[2], index[3], count, v[2], v[3]);
+        } else {
+          for (int k = 0; k < 4; ++k) detail::gather(plane, index[k], count, v[k]);
+        }
         add_grid_terms<kBanded>(v, go, go_offset, owned, sx, sy);
         if constexpr (kScatter) backward_checked<kBanded, true, false>(plane, g, go, go_offset, target, owned, sx, sy);
         return;
@@ -283,8 +306,8 @@ struct PlaneBilinear {
 
   // The grid terms of the gathered corners (the same operations as backward_checked), added to sx, sy
   // for the points the task owns.
-  template <bool kBanded, class T>
-  SG_SIMD_CLONES void add_grid_terms(const Acc (&v)[4][kBlock], const T* __restrict go,
+  template <bool kBanded, class Isa, class T>
+  SG_SIMD_KERNEL void add_grid_terms(Isa, const Acc (&v)[4][kBlock], const T* __restrict go,
                                      const int64_t* __restrict go_offset, const bool* __restrict owned,
                                      Acc* __restrict sx, Acc* __restrict sy) const {
     Acc gv[kBlock];
@@ -297,9 +320,14 @@ struct PlaneBilinear {
       sy[i] = !kBanded || owned[i] ? ny : sy[i];
     }
   }
+  template <bool kBanded, class T>
+  void add_grid_terms(const Acc (&v)[4][kBlock], const T* go, const int64_t* go_offset, const bool* owned, Acc* sx,
+                      Acc* sy) const {
+    SG_SIMD_DISPATCH(this->template add_grid_terms<kBanded>(isa, v, go, go_offset, owned, sx, sy));
+  }
 
-  template <bool kBanded, bool kScatter, bool kGrid, class T>
-  SG_SIMD_CLONES void backward_checked(const T* __restrict plane, PlaneGeometry g, const T* __restrict go,
+  template <bool kBanded, bool kScatter, bool kGrid, class Isa, class T>
+  SG_SIMD_KERNEL void backward_checked(Isa, const T* __restrict plane, PlaneGeometry g, const T* __restrict go,
                                        const int64_t* __restrict go_offset, GradTarget<Acc> target,
                                        const bool* __restrict owned, Acc* __restrict sx, Acc* __restrict sy) const {
     for (int64_t i = 0; i < count; ++i) {
@@ -323,6 +351,12 @@ struct PlaneBilinear {
         }
       }
     }
+  }
+  template <bool kBanded, bool kScatter, bool kGrid, class T>
+  void backward_checked(const T* plane, PlaneGeometry g, const T* go, const int64_t* go_offset, GradTarget<Acc> target,
+                        const bool* owned, Acc* sx, Acc* sy) const {
+    SG_SIMD_DISPATCH(
+        this->template backward_checked<kBanded, kScatter, kGrid>(isa, plane, g, go, go_offset, target, owned, sx, sy));
   }
 };
 
@@ -362,7 +396,8 @@ struct PlaneNearest {
 
   // Zeros padding: the coordinates as source_coordinates computes them, rounded in the same pass (no
   // coordinate rows, no unused derivatives: the table is most of a nearest call's own cost).
-  SG_SIMD_CLONES void fill_unpadded(const Acc* __restrict gx, const Acc* __restrict gy, bool align, PlaneGeometry g) {
+  template <class Isa>
+  SG_SIMD_KERNEL void fill_unpadded(Isa, const Acc* __restrict gx, const Acc* __restrict gy, bool align, PlaneGeometry g) {
     const Acc W = static_cast<Acc>(g.W), H = static_cast<Acc>(g.H);
     const Acc sx = detail::unnormalize(Acc(0), g.W, align).grad, sy = detail::unnormalize(Acc(0), g.H, align).grad;
     const Acc shift = align ? Acc(0) : Acc(0.5);
@@ -371,12 +406,17 @@ struct PlaneNearest {
     }
     fill_offsets(g);
   }
+  void fill_unpadded(const Acc* gx, const Acc* gy, bool align, PlaneGeometry g) {
+    SG_SIMD_DISPATCH(fill_unpadded(isa, gx, gy, align, g));
+  }
 
-  SG_SIMD_CLONES void fill(const Acc* __restrict cx, const Acc* __restrict cy, PlaneGeometry g) {
+  template <class Isa>
+  SG_SIMD_KERNEL void fill(Isa, const Acc* __restrict cx, const Acc* __restrict cy, PlaneGeometry g) {
     const Acc W = static_cast<Acc>(g.W), H = static_cast<Acc>(g.H);
     for (int64_t i = 0; i < count; ++i) set(i, std::nearbyint(cx[i]), std::nearbyint(cy[i]), W, H);
     fill_offsets(g);
   }
+  void fill(const Acc* cx, const Acc* cy, PlaneGeometry g) { SG_SIMD_DISPATCH(fill(isa, cx, cy, g)); }
 
   void fill_offsets(const PlaneGeometry& g) {
     if (!g.gathers) {
@@ -385,9 +425,11 @@ struct PlaneNearest {
     if (g.index32) fill_indices(g);
   }
 
-  SG_SIMD_CLONES void fill_indices(PlaneGeometry g) {
+  template <class Isa>
+  SG_SIMD_KERNEL void fill_indices(Isa, PlaneGeometry g) {
     for (int64_t i = 0; i < count; ++i) index[i] = g.index(y[i], x[i]);
   }
+  void fill_indices(PlaneGeometry g) { SG_SIMD_DISPATCH(fill_indices(isa, g)); }
 
   template <class T>
   void forward(const T* __restrict plane, PlaneGeometry g, T* __restrict out, const int64_t* __restrict out_offset,
@@ -408,9 +450,9 @@ struct PlaneNearest {
     }
   }
 
-  template <bool kBanded, bool kScatter, bool kGrid, class T>
-  SG_SIMD_CLONES void backward(const T*, PlaneGeometry g, const T* __restrict go, const int64_t* __restrict go_offset,
-                               GradTarget<Acc> target, const bool*, Acc*, Acc*) const {
+  template <bool kBanded, bool kScatter, bool kGrid, class Isa, class T>
+  SG_SIMD_KERNEL void backward(Isa, PlaneGeometry g, const T* __restrict go, const int64_t* __restrict go_offset,
+                               GradTarget<Acc> target) const {
     static_assert(!kGrid, "nearest has no grid gradient");
     if constexpr (kScatter) {
       if (!kBanded && target.row0 == 0 && target.s2 == g.s2 && target.s3 == g.s3 && g.index32) {
@@ -424,6 +466,11 @@ struct PlaneNearest {
         if (x[i] >= 0) target.template add<kBanded>(y[i], x[i], load_as<Acc>(go[go_offset[i]]));
       }
     }
+  }
+  template <bool kBanded, bool kScatter, bool kGrid, class T>
+  void backward(const T*, PlaneGeometry g, const T* go, const int64_t* go_offset, GradTarget<Acc> target, const bool*, Acc*,
+                Acc*) const {
+    SG_SIMD_DISPATCH(this->template backward<kBanded, kScatter, kGrid>(isa, g, go, go_offset, target));
   }
 };
 
@@ -485,9 +532,8 @@ struct PlaneBicubic {
   }
 
   // Rows first (x taps), then the column of row sums (y taps), as BicubicTable::forward.
-  template <class T>
-  SG_SIMD_CLONES void forward(const T* __restrict plane, PlaneGeometry, T* __restrict out,
-                              const int64_t* __restrict out_offset, bool /*straight*/) const {
+  template <class Isa, class T>
+  SG_SIMD_KERNEL void forward(Isa, const T* __restrict plane, T* __restrict out, const int64_t* __restrict out_offset) const {
     for (int64_t p = 0; p < count; ++p) {
       Acc rows[4];
       for (int j = 0; j < 4; ++j) {
@@ -497,12 +543,16 @@ struct PlaneBicubic {
       out[out_offset[p]] = store_as<T>(rows[0] * cy[0][p] + rows[1] * cy[1][p] + rows[2] * cy[2][p] + rows[3] * cy[3][p]);
     }
   }
+  template <class T>
+  void forward(const T* plane, PlaneGeometry, T* out, const int64_t* out_offset, bool /*straight*/) const {
+    SG_SIMD_DISPATCH(forward(isa, plane, out, out_offset));
+  }
 
   // As BicubicTable::backward, tap order included (x taps outside, y taps inside).
-  template <bool kBanded, bool kScatter, bool kGrid, class T>
-  SG_SIMD_CLONES void backward(const T* __restrict plane, PlaneGeometry, const T* __restrict go,
-                               const int64_t* __restrict go_offset, GradTarget<Acc> target,
-                               const bool* __restrict owned, Acc* __restrict sx, Acc* __restrict sy) const {
+  template <bool kBanded, bool kScatter, bool kGrid, class Isa, class T>
+  SG_SIMD_KERNEL void backward(Isa, const T* __restrict plane, const T* __restrict go, const int64_t* __restrict go_offset,
+                               GradTarget<Acc> target, const bool* __restrict owned, Acc* __restrict sx,
+                               Acc* __restrict sy) const {
     for (int64_t p = 0; p < count; ++p) {
       const Acc gv = load_as<Acc>(go[go_offset[p]]);
       const bool grid = kGrid && (!kBanded || owned[p]);
@@ -524,6 +574,11 @@ struct PlaneBicubic {
         sy[p] += ay;
       }
     }
+  }
+  template <bool kBanded, bool kScatter, bool kGrid, class T>
+  void backward(const T* plane, PlaneGeometry, const T* go, const int64_t* go_offset, GradTarget<Acc> target,
+                const bool* owned, Acc* sx, Acc* sy) const {
+    SG_SIMD_DISPATCH(this->template backward<kBanded, kScatter, kGrid>(isa, plane, go, go_offset, target, owned, sx, sy));
   }
 };
 

@@ -216,7 +216,8 @@ struct BilinearTable {
   }
 
   // Corner pixels, weights and distances from the coordinates: branch-free, vectorised.
-  SG_SIMD_CLONES void fill(const Acc* __restrict cx, const Acc* __restrict cy, Acc W, Acc H, TileLayout layout) {
+  template <class Isa>
+  SG_SIMD_KERNEL void fill(Isa, const Acc* __restrict cx, const Acc* __restrict cy, Acc W, Acc H, TileLayout layout) {
     for (int64_t i = 0; i < count; ++i) {
       const Acc x0 = detail::floor_of(cx[i]), y0 = detail::floor_of(cy[i]);
       const Acc tx = cx[i] - x0, ty = cy[i] - y0, ex = 1 - tx, sy = 1 - ty;
@@ -234,22 +235,27 @@ struct BilinearTable {
       dist[3][i] = ex;
     }
   }
+  void fill(const Acc* cx, const Acc* cy, Acc W, Acc H, TileLayout layout) {
+    SG_SIMD_DISPATCH(fill(isa, cx, cy, W, H, layout));
+  }
 
   // out (the block's point tile) from `tile` (the input tile).
-  SG_SIMD_CLONES void forward(const Acc* __restrict tile, int64_t row, Acc* __restrict out) const {
+  template <class Isa>
+  SG_SIMD_KERNEL void forward(Isa, const Acc* __restrict tile, int64_t row, Acc* __restrict out) const {
     for (int64_t i = 0; i < count; ++i) {
       V nw, ne, sw, se;
       load_corners(tile + int64_t{px[i]} * kLanes, row, nw, ne, sw, se);
       store_u(out + i * kLanes, nw * w[0][i] + ne * w[1][i] + sw * w[2][i] + se * w[3][i]);
     }
   }
+  void forward(const Acc* tile, int64_t row, Acc* out) const { SG_SIMD_DISPATCH(forward(isa, tile, row, out)); }
 
   // The backward over the block's grad_output point tile g: kScatter adds the weighted g into the
   // input-gradient tile gi; kGrid adds d output / d coordinate * g of each channel (PyTorch's CPU
   // formula) to the slot's lane vectors in vx, vy, which hold the sums over the channel tiles so far.
   // Either part alone, or both in one sweep, gives the same values.
-  template <bool kScatter, bool kGrid>
-  SG_SIMD_CLONES void backward(const Acc* __restrict tile, const Acc* __restrict g, Acc* __restrict gi, int64_t row,
+  template <bool kScatter, bool kGrid, class Isa>
+  SG_SIMD_KERNEL void backward(Isa, const Acc* __restrict tile, const Acc* __restrict g, Acc* __restrict gi, int64_t row,
                                Acc* __restrict vx, Acc* __restrict vy) const {
     for (int64_t i = 0; i < count; ++i) {
       V gv;
@@ -266,6 +272,10 @@ struct BilinearTable {
         for (int q = 0; q < 4; ++q) add_to(gi + corner[q], V(w[q][i] * gv));
       }
     }
+  }
+  template <bool kScatter, bool kGrid>
+  void backward(const Acc* tile, const Acc* g, Acc* gi, int64_t row, Acc* vx, Acc* vy) const {
+    SG_SIMD_DISPATCH(this->template backward<kScatter, kGrid>(isa, tile, g, gi, row, vx, vy));
   }
 
   // The nw, ne, sw, se corners of a point whose nw corner is at s (rows of `row` pixels).
@@ -299,7 +309,8 @@ struct NearestTable {
     fill(cx, cy, static_cast<Acc>(ctx.W), static_cast<Acc>(ctx.H), ctx.layout);
   }
 
-  SG_SIMD_CLONES void fill(const Acc* __restrict cx, const Acc* __restrict cy, Acc W, Acc H, TileLayout layout) {
+  template <class Isa>
+  SG_SIMD_KERNEL void fill(Isa, const Acc* __restrict cx, const Acc* __restrict cy, Acc W, Acc H, TileLayout layout) {
     for (int64_t i = 0; i < count; ++i) {
       const Acc x = std::nearbyint(cx[i]), y = std::nearbyint(cy[i]);
       const bool inside = (x >= 0) & (x < W) & (y >= 0) & (y < H);  // false for NaN; & for &&: see clip_to
@@ -307,17 +318,26 @@ struct NearestTable {
       px[i] = inside ? layout.pixel(yi, xi) : layout.zero;
     }
   }
+  void fill(const Acc* cx, const Acc* cy, Acc W, Acc H, TileLayout layout) {
+    SG_SIMD_DISPATCH(fill(isa, cx, cy, W, H, layout));
+  }
 
-  SG_SIMD_CLONES void forward(const Acc* __restrict tile, int64_t /*row*/, Acc* __restrict out) const {
+  template <class Isa>
+  SG_SIMD_KERNEL void forward(Isa, const Acc* __restrict tile, Acc* __restrict out) const {
     V v;
     for (int64_t i = 0; i < count; ++i) store_u(out + i * kLanes, load_u(v, tile + int64_t{px[i]} * kLanes));
   }
+  void forward(const Acc* tile, int64_t /*row*/, Acc* out) const { SG_SIMD_DISPATCH(forward(isa, tile, out)); }
 
-  template <bool kScatter, bool kGrid>
-  SG_SIMD_CLONES void backward(const Acc*, const Acc* __restrict g, Acc* __restrict gi, int64_t, Acc*, Acc*) const {
+  template <bool kScatter, bool kGrid, class Isa>
+  SG_SIMD_KERNEL void backward(Isa, const Acc* __restrict g, Acc* __restrict gi) const {
     static_assert(!kGrid, "nearest has no grid gradient");
     V gv;
     for (int64_t i = 0; i < count; ++i) add_to(gi + int64_t{px[i]} * kLanes, load_u(gv, g + i * kLanes));
+  }
+  template <bool kScatter, bool kGrid>
+  void backward(const Acc*, const Acc* g, Acc* gi, int64_t, Acc*, Acc*) const {
+    SG_SIMD_DISPATCH(this->template backward<kScatter, kGrid>(isa, g, gi));
   }
 };
 
@@ -392,7 +412,8 @@ struct BicubicTable {
   }
 
   // Rows first (x taps), then the column of row sums (y taps), as PyTorch.
-  SG_SIMD_CLONES void forward(const Acc* __restrict tile, int64_t /*row*/, Acc* __restrict out) const {
+  template <class Isa>
+  SG_SIMD_KERNEL void forward(Isa, const Acc* __restrict tile, Acc* __restrict out) const {
     for (int64_t p = 0; p < count; ++p) {
       V rows[4];
       for (int j = 0; j < 4; ++j) {
@@ -403,10 +424,11 @@ struct BicubicTable {
       store_u(out + p * kLanes, rows[0] * cy[0][p] + rows[1] * cy[1][p] + rows[2] * cy[2][p] + rows[3] * cy[3][p]);
     }
   }
+  void forward(const Acc* tile, int64_t /*row*/, Acc* out) const { SG_SIMD_DISPATCH(forward(isa, tile, out)); }
 
   // As BilinearTable::backward, in PyTorch's tap order (x taps outside, y taps inside).
-  template <bool kScatter, bool kGrid>
-  SG_SIMD_CLONES void backward(const Acc* __restrict tile, const Acc* __restrict g, Acc* __restrict gi, int64_t,
+  template <bool kScatter, bool kGrid, class Isa>
+  SG_SIMD_KERNEL void backward(Isa, const Acc* __restrict tile, const Acc* __restrict g, Acc* __restrict gi,
                                Acc* __restrict vx, Acc* __restrict vy) const {
     for (int64_t p = 0; p < count; ++p) {
       V gv, sx{}, sy{};
@@ -429,6 +451,10 @@ struct BicubicTable {
         add_to(vy + p * kLanes, sy);
       }
     }
+  }
+  template <bool kScatter, bool kGrid>
+  void backward(const Acc* tile, const Acc* g, Acc* gi, int64_t, Acc* vx, Acc* vy) const {
+    SG_SIMD_DISPATCH(this->template backward<kScatter, kGrid>(isa, tile, g, gi, vx, vy));
   }
 };
 

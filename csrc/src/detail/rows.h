@@ -2,7 +2,7 @@
 // stride) and a contiguous accumulation-type buffer. One argument order throughout, as in convert.h:
 // the source first, the destination last (pointer, then its stride).
 //
-// float/double rows are plain loops (inlined into the caller's clone, so they vectorise at its ISA);
+// float/double rows are plain loops (inlined into the calling kernel's level, so they vectorise at its ISA);
 // float16/bfloat16 rows go through convert.h's vector conversions. Kernels call these instead of
 // branching on the dtype.
 #pragma once
@@ -32,8 +32,8 @@ SPATIALGRAD_INLINE void load_row(const T* src, int64_t stride, int64_t n, Acc* _
 
 // evens[i] = pairs[2 * i] and odds[i] = pairs[2 * i + 1] for i < n: a row of interleaved pairs (the grid
 // sampler's (x, y) values) split in two, eight pairs a step for float.
-template <class Acc>
-SG_SIMD_CLONES void split_pairs(const Acc* __restrict pairs, int64_t n, Acc* __restrict evens, Acc* __restrict odds) {
+template <class Isa, class Acc>
+SG_SIMD_KERNEL void split_pairs(Isa, const Acc* __restrict pairs, int64_t n, Acc* __restrict evens, Acc* __restrict odds) {
   int64_t i = 0;
   if constexpr (std::is_same_v<Acc, float>) {
     using V = Vec<float, 32>;
@@ -51,15 +51,24 @@ SG_SIMD_CLONES void split_pairs(const Acc* __restrict pairs, int64_t n, Acc* __r
     odds[i] = pairs[2 * i + 1];
   }
 }
+template <class Acc>
+void split_pairs(const Acc* pairs, int64_t n, Acc* evens, Acc* odds) {
+  SG_SIMD_DISPATCH(split_pairs(isa, pairs, n, evens, odds));
+}
 
 // pairs[2 * i] = evens[i] and pairs[2 * i + 1] = odds[i], rounded once to T, for i < n: split_pairs'
 // inverse.
-template <class Acc, class T>
-SG_SIMD_CLONES void store_pairs(const Acc* __restrict evens, const Acc* __restrict odds, int64_t n, T* __restrict pairs) {
+template <class Isa, class Acc, class T>
+SG_SIMD_KERNEL void store_pairs(Isa, const Acc* __restrict evens, const Acc* __restrict odds, int64_t n,
+                                T* __restrict pairs) {
   for (int64_t i = 0; i < n; ++i) {
     pairs[2 * i] = store_as<T>(evens[i]);
     pairs[2 * i + 1] = store_as<T>(odds[i]);
   }
+}
+template <class Acc, class T>
+void store_pairs(const Acc* evens, const Acc* odds, int64_t n, T* pairs) {
+  SG_SIMD_DISPATCH(store_pairs(isa, evens, odds, n, pairs));
 }
 
 // dst[i * stride] = src[i] rounded once to T, for i < n.
@@ -224,8 +233,8 @@ SPATIALGRAD_INLINE void sum_group_of(int64_t m, Acc* acc, const T* const* rows, 
 // acc[i] = sum over k < count (>= 1) of w[k] * rows[k][i * stride] in Acc, in order k = 0, 1, ...: up to
 // four rows per pass, so the accumulator row is read and written once per four source rows. float16 rows
 // of unit stride go through convert.h's weighted_sum_rows (F16C where present; the same bits).
-template <class T, class Acc>
-SG_SIMD_CLONES void weighted_row_sum(const T* const* rows, const Acc* w, int64_t count, int64_t stride, int64_t n,
+template <class Isa, class T, class Acc>
+SG_SIMD_KERNEL void weighted_row_sum(Isa, const T* const* rows, const Acc* w, int64_t count, int64_t stride, int64_t n,
                                      Acc* acc) {
   if constexpr (std::is_same_v<T, Half> && std::is_same_v<Acc, float>) {
     if (stride == 1) return weighted_sum_rows(rows, w, count, n, acc);
@@ -246,6 +255,10 @@ SG_SIMD_CLONES void weighted_row_sum(const T* const* rows, const Acc* w, int64_t
       }
     }
   }
+}
+template <class T, class Acc>
+void weighted_row_sum(const T* const* rows, const Acc* w, int64_t count, int64_t stride, int64_t n, Acc* acc) {
+  SG_SIMD_DISPATCH(weighted_row_sum(isa, rows, w, count, stride, n, acc));
 }
 
 }  // namespace spatialgrad::detail

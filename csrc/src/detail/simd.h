@@ -2,43 +2,112 @@
 // type Vec<T, kBytes> (GCC/Clang vector extensions: element-wise IEEE arithmetic, lane by lane) and the
 // helpers below; raw intrinsics, vector typedefs and target attributes appear only in this directory.
 //
-// Per-ISA compilation: SG_SIMD_CLONES gives a hot function an AVX2 clone that the loader picks on CPUs
-// that have it; everything it calls through SPATIALGRAD_INLINE is compiled into each clone with that clone's ISA,
-// so one source gives SSE2 code and AVX2 code (a Vec<float, 32> is one AVX2 register, two SSE ones in
-// the default clone). Portable builds stay at the baseline ISA (no -march). The clone performs the same
-// IEEE operations in the same order, only wider: "avx2" does not enable FMA, so no multiply-add is
-// contracted and both clones give bitwise identical results. Why not Highway: docs/design.md.
+// Per-level compilation (docs/design.md, "Kernel vocabulary"): a hot function is a kernel, a function
+// template whose first parameter is an instruction-level tag (Isa<level>), marked SG_SIMD_KERNEL (always
+// inlined); its entry runs it with SG_SIMD_DISPATCH, which calls it from one of three functions compiled
+// for the baseline ISA, for AVX2 and for AVX-512, chosen by simd_level() (cpu.h: the best level the CPU
+// has, capped by SPATIALGRAD_SIMD_LEVEL or a test's pin). Everything the kernel calls through
+// SPATIALGRAD_INLINE is compiled into each level's copy with that level's ISA: loops the compiler
+// vectorises take the level's vector width (64 bytes at AVX-512), and explicit vectors take the width the
+// kernel asks for: Vec<T, 32> everywhere (one AVX2 register, two SSE ones), or Vec<T, Isa::kVecBytes> where
+// a kernel opts in to full 64-byte vectors at AVX-512. No level enables FMA and the build passes
+// -ffp-contract=off, so every level performs the same IEEE operations in the same order and gives the same
+// bits. Why not Highway, and why not target_clones: docs/design.md.
 //
 // The explicit half-precision conversions (F16C, AVX-512 BF16) are in convert.cpp, behind the row
-// functions of convert.h and rows.h; the CPU test is cpu.h.
+// functions of convert.h and rows.h; the gathers in gather.cpp; the CPU test and the level in cpu.h.
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
-// GCC only: clang 14 cannot multiversion function templates (and most cloned functions are templates),
-// so a clang build runs these loops at the baseline ISA: correct, slower. Releases build with GCC.
-//
-// A cloned function must not throw: under GCC 12 an exception leaving a target_clones function ends
-// the process (std::terminate), so its callers allocate every buffer it uses (the kernels' Scratch structs).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(SPATIALGRAD_NO_SIMD_CLONES)
-#define SG_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#include "cpu.h"
+#if defined(SG_SIMD_LEVELS)
+#include <immintrin.h>
+#endif  // SimdLevel, simd_level(), SG_SIMD_LEVELS
+#include "spatialgrad/inline.h"  // SPATIALGRAD_INLINE, for the helpers of kernels
+
+// ---- instruction levels ---------------------------------------------------------------------------------------
+
+// A kernel's body: inlined into each level's copy (a function never compiled on its own).
+#define SG_SIMD_KERNEL SPATIALGRAD_INLINE
+// The attribute of a lambda that must be inlined into a level's copy (GCC and clang take it there).
+#if defined(__GNUC__)
+#define SG_SIMD_INLINE_LAMBDA __attribute__((always_inline))
 #else
-#define SG_SIMD_CLONES
+#define SG_SIMD_INLINE_LAMBDA
 #endif
 
-#include "spatialgrad/inline.h"  // SPATIALGRAD_INLINE, for the helpers of cloned functions
+// Runs a kernel call compiled for the level in force: SG_SIMD_DISPATCH(fill(isa, x, n)) calls fill with
+// `isa` naming the level's tag (Isa<...>). The call's arguments are evaluated in the caller.
+#define SG_SIMD_DISPATCH(...) \
+  ::spatialgrad::detail::dispatch_simd([&](auto isa) SG_SIMD_INLINE_LAMBDA -> decltype(auto) { return __VA_ARGS__; })
+
+// The target of each level: AVX2 alone (no FMA: the clone of before issue 44), and AVX-512 with the rest
+// of x86-64-v4 but FMA.
+#if defined(SG_SIMD_LEVELS)
+#define SG_TARGET_AVX2 __attribute__((target("avx2")))
+#define SG_TARGET_AVX512 \
+  __attribute__((target("avx2,f16c,bmi,bmi2,lzcnt,popcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd")))
+#endif
 
 namespace spatialgrad::detail {
 
 // The cache-line size of every CPU we target (x86-64, ARMv8 servers).
 constexpr int64_t kCacheLine = 64;
+
+// The tag of a level's copy of a kernel.
+template <SimdLevel kLevelOf>
+struct Isa {
+  static constexpr SimdLevel kLevel = kLevelOf;
+  // The widest explicit vector of the level: 64 bytes (a ZMM register) at AVX-512, else 32 (a YMM
+  // register; two SSE registers at the baseline).
+  static constexpr int kVecBytes = kLevelOf == SimdLevel::kAvx512 ? 64 : 32;
+};
+using BaselineIsa = Isa<SimdLevel::kBaseline>;
+using Avx2Isa = Isa<SimdLevel::kAvx2>;
+using Avx512Isa = Isa<SimdLevel::kAvx512>;
+
+// Each level's copy: the kernel call inlined into a function compiled for the level (never inlined into
+// its caller, whose ISA is the baseline).
+template <class Call>
+__attribute__((noinline)) decltype(auto) run_baseline(const Call& call) {
+  return call(BaselineIsa{});
+}
+#if defined(SG_SIMD_LEVELS)
+template <class Call>
+__attribute__((noinline)) SG_TARGET_AVX2 decltype(auto) run_avx2(const Call& call) {
+  return call(Avx2Isa{});
+}
+template <class Call>
+__attribute__((noinline)) SG_TARGET_AVX512 decltype(auto) run_avx512(const Call& call) {
+  return call(Avx512Isa{});
+}
+#endif
+
+// The call at the level in force (SG_SIMD_DISPATCH).
+template <class Call>
+SPATIALGRAD_INLINE decltype(auto) dispatch_simd(const Call& call) {
+#if defined(SG_SIMD_LEVELS)
+  switch (simd_level()) {
+    case SimdLevel::kAvx512:
+      return run_avx512(call);
+    case SimdLevel::kAvx2:
+      return run_avx2(call);
+    default:
+      break;
+  }
+#endif
+  return run_baseline(call);
+}
 
 // ---- vectors ------------------------------------------------------------------------------------------------
 
@@ -117,7 +186,7 @@ SPATIALGRAD_INLINE void deinterleave8(const Vec<float, 32>& a, const Vec<float, 
 
 #if defined(__GNUC__) && !defined(__clang__)
 // One 8x8 float block of transpose(): three rounds of two-input shuffles (unpack, 64-bit pairs,
-// 128-bit halves), which the AVX2 clone compiles to vunpck/vshufps/vperm2f128. transpose_half8 does the
+// 128-bit halves), which the AVX2 level compiles to vunpck/vshufps/vperm2f128. transpose_half8 does the
 // first two rounds for four rows.
 SPATIALGRAD_INLINE void transpose_half8(const float* a, int64_t a_stride, Vec<float, 32> (&u)[4]) {
   using V = Vec<float, 32>;
@@ -174,8 +243,8 @@ SPATIALGRAD_INLINE void for_blocks(int64_t i0, int64_t i1, int64_t j0, int64_t j
 // b[j * b_stride + i] = a[i * a_stride + j] for i < rows, j < cols: 8x8 float blocks (GCC) over
 // [0, rows8) x [0, cols8), 4x4 SSE blocks over the rest of [0, rows4) x [0, cols4), then single values
 // (pure moves: no effect on results).
-template <class T>
-SG_SIMD_CLONES void transpose(const T* a, int64_t a_stride, int64_t rows, int64_t cols, T* b, int64_t b_stride) {
+template <class Isa, class T>
+SG_SIMD_KERNEL void transpose(Isa, const T* a, int64_t a_stride, int64_t rows, int64_t cols, T* b, int64_t b_stride) {
   int64_t rows8 = 0, cols8 = 0, rows4 = 0, cols4 = 0;
   auto one = [&](int64_t i, int64_t j) { b[j * b_stride + i] = a[i * a_stride + j]; };
   if constexpr (std::is_same_v<T, float>) {
@@ -202,10 +271,189 @@ SG_SIMD_CLONES void transpose(const T* a, int64_t a_stride, int64_t rows, int64_
   for_blocks(rows4, rows, 0, cols, 1, one);
 }
 
+template <class T>
+void transpose(const T* a, int64_t a_stride, int64_t rows, int64_t cols, T* b, int64_t b_stride) {
+  SG_SIMD_DISPATCH(transpose(isa, a, a_stride, rows, cols, b, b_stride));
+}
+
 // The dense case: b[j * rows + i] = a[i * cols + j].
 template <class T>
 void transpose(const T* a, int64_t rows, int64_t cols, T* b) {
   transpose(a, cols, rows, cols, b, rows);
+}
+
+// ---- floors and gathers of a whole vector ------------------------------------------------------------------
+// What the vector extensions cannot say, for kernels that keep a vector of points in registers (the grid
+// sampler's point vectors): each helper takes the level's instructions where the vector is that level's
+// width, and a lane loop elsewhere (the same values: floors and rounding are exact, gathers move values).
+// Results come back through references: a vector returned by value has an ISA-dependent ABI.
+//
+// The instructions are in target functions (below), which a kernel can only inline once it is inside a
+// level's copy: they are `inline`, never forced, as a kernel's body is compiled without a target first.
+// For the same reason a kernel on 64-byte vectors uses each comparison only as the condition of a select
+// (`a < b ? x : y`): GCC lowers a comparison whose result is kept as a value (combined with `&`, stored)
+// lane by lane before the body reaches the AVX-512 copy. Masks are selects of all-ones and zeros.
+
+// The int32 vector with one lane per lane of V (gather indices).
+template <class V>
+using IndexVecOf = Vec<int32_t, static_cast<int>(4 * sizeof(V) / sizeof(std::declval<V>()[0]))>;
+
+#if defined(SG_SIMD_LEVELS)
+#define SG_TARGET_AVX512_OPS __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512dq")))
+// (The masked and zero-masked forms throughout: GCC 12 warns about the undefined source operand of the plain
+// forms of these intrinsics.)
+
+template <int kRound>
+inline SG_TARGET_AVX512_OPS void round_avx512(const Vec<float, 64>& x, Vec<float, 64>& r) {
+  r = reinterpret_cast<Vec<float, 64>>(_mm512_maskz_roundscale_ps(0xffff, reinterpret_cast<__m512>(x), kRound));
+}
+template <int kRound>
+inline SG_TARGET_AVX512_OPS void round_avx512(const Vec<double, 64>& x, Vec<double, 64>& r) {
+  r = reinterpret_cast<Vec<double, 64>>(_mm512_maskz_roundscale_pd(0xff, reinterpret_cast<__m512d>(x), kRound));
+}
+template <int kRound>
+inline SG_TARGET_AVX2 void round_avx2(const Vec<float, 32>& x, Vec<float, 32>& r) {
+  r = reinterpret_cast<Vec<float, 32>>(_mm256_round_ps(reinterpret_cast<__m256>(x), kRound));
+}
+template <int kRound>
+inline SG_TARGET_AVX2 void round_avx2(const Vec<double, 32>& x, Vec<double, 32>& r) {
+  r = reinterpret_cast<Vec<double, 32>>(_mm256_round_pd(reinterpret_cast<__m256d>(x), kRound));
+}
+
+inline SG_TARGET_AVX512_OPS void masked_gather_avx512(const float* base, const Vec<int32_t, 64>& index,
+                                                       Vec<float, 64>& out) {
+  const __m512i at = reinterpret_cast<__m512i>(index);
+  const __mmask16 inside = _mm512_cmpgt_epi32_mask(at, _mm512_set1_epi32(-1));
+  out = reinterpret_cast<Vec<float, 64>>(_mm512_mask_i32gather_ps(_mm512_setzero_ps(), inside, at, base, 4));
+}
+inline SG_TARGET_AVX512_OPS void masked_gather_avx512(const double* base, const Vec<int32_t, 32>& index,
+                                                       Vec<double, 64>& out) {
+  const __m256i at = reinterpret_cast<__m256i>(index);
+  const __mmask8 inside = _mm256_cmpgt_epi32_mask(at, _mm256_set1_epi32(-1));
+  out = reinterpret_cast<Vec<double, 64>>(_mm512_mask_i32gather_pd(_mm512_setzero_pd(), inside, at, base, 8));
+}
+inline SG_TARGET_AVX2 void masked_gather_avx2(const float* base, const Vec<int32_t, 32>& index, Vec<float, 32>& out) {
+  const __m256i at = reinterpret_cast<__m256i>(index);
+  const __m256 inside = _mm256_castsi256_ps(_mm256_cmpgt_epi32(at, _mm256_set1_epi32(-1)));
+  out = reinterpret_cast<Vec<float, 32>>(_mm256_mask_i32gather_ps(_mm256_setzero_ps(), base, at, inside, 4));
+}
+inline SG_TARGET_AVX2 void masked_gather_avx2(const double* base, const Vec<int32_t, 16>& index, Vec<double, 32>& out) {
+  const __m128i at = reinterpret_cast<__m128i>(index);
+  const __m256d inside = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm_cmpgt_epi32(at, _mm_set1_epi32(-1))));
+  out = reinterpret_cast<Vec<double, 32>>(_mm256_mask_i32gather_pd(_mm256_setzero_pd(), base, at, inside, 8));
+}
+
+inline SG_TARGET_AVX512_OPS bool all_set_avx512(const Vec<int32_t, 64>& mask) {
+  return _mm512_test_epi32_mask(reinterpret_cast<__m512i>(mask), reinterpret_cast<__m512i>(mask)) == 0xffff;
+}
+inline SG_TARGET_AVX2 bool all_set_avx2(const Vec<int32_t, 32>& mask) {
+  return _mm256_movemask_ps(_mm256_castsi256_ps(reinterpret_cast<__m256i>(mask))) == 0xff;
+}
+
+// Sixteen (eight) pairs of adjacent floats as 64-bit lanes, then split into their first and second halves.
+inline SG_TARGET_AVX512_OPS void gather_pairs_avx512(const float* base, const Vec<int32_t, 64>& index,
+                                                      Vec<float, 64>& first, Vec<float, 64>& second) {
+  const __m512i at = reinterpret_cast<__m512i>(index);
+  const double* pairs = reinterpret_cast<const double*>(base);
+  const __m512d zero = _mm512_setzero_pd();
+  const __m256i low_at = _mm512_maskz_extracti64x4_epi64(0xff, at, 0), high_at = _mm512_maskz_extracti64x4_epi64(0xff, at, 1);
+  const __m512 low = _mm512_castpd_ps(_mm512_mask_i32gather_pd(zero, 0xff, low_at, pairs, 4));
+  const __m512 high = _mm512_castpd_ps(_mm512_mask_i32gather_pd(zero, 0xff, high_at, pairs, 4));
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  first = reinterpret_cast<Vec<float, 64>>(_mm512_permutex2var_ps(low, evens, high));
+  second = reinterpret_cast<Vec<float, 64>>(
+      _mm512_permutex2var_ps(low, _mm512_add_epi32(evens, _mm512_set1_epi32(1)), high));
+}
+inline SG_TARGET_AVX2 void gather_pairs_avx2(const float* base, const Vec<int32_t, 32>& index, Vec<float, 32>& first,
+                                             Vec<float, 32>& second) {
+  const __m256i at = reinterpret_cast<__m256i>(index);
+  const double* pairs = reinterpret_cast<const double*>(base);
+  const __m256d zero = _mm256_setzero_pd(), all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
+  const __m256 low = _mm256_castpd_ps(_mm256_mask_i32gather_pd(zero, pairs, _mm256_castsi256_si128(at), all, 4));
+  const __m256 high = _mm256_castpd_ps(_mm256_mask_i32gather_pd(zero, pairs, _mm256_extracti128_si256(at, 1), all, 4));
+  // [a0 b0 a1 b1 | a2 b2 a3 b3] and [a4 b4 ...]: the a's and b's of each 128-bit half, then the halves in order.
+  const __m256 a = _mm256_shuffle_ps(low, high, 0x88), b = _mm256_shuffle_ps(low, high, 0xdd);
+  first = reinterpret_cast<Vec<float, 32>>(_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(a), 0xd8)));
+  second = reinterpret_cast<Vec<float, 32>>(_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(b), 0xd8)));
+}
+#endif
+
+// The element type of V (a vector extension type; GCC 12 and 14 give its subscript different value categories).
+template <class V>
+using ElementOf = std::remove_cv_t<std::remove_reference_t<decltype(std::declval<V&>()[0])>>;
+static_assert(std::is_same_v<ElementOf<const Vec<float, 32>>, float>, "kernels branch on the element type");
+
+// Lanes of V (a vector extension type).
+template <class V>
+constexpr int kLanesOf = static_cast<int>(sizeof(V) / sizeof(std::declval<V>()[0]));
+
+template <class V, size_t... kLane>
+SPATIALGRAD_INLINE void deinterleave_lanes(const V& a, const V& b, V& evens, V& odds, std::index_sequence<kLane...>) {
+  evens = __builtin_shufflevector(a, b, static_cast<int>(2 * kLane)...);
+  odds = __builtin_shufflevector(a, b, static_cast<int>(2 * kLane + 1)...);
+}
+// evens = (a0, a2, ..., b0, b2, ...) and odds = (a1, a3, ..., b1, b3, ...): the two halves of a vector's worth
+// of interleaved pairs, for any width (deinterleave8's shuffles, written for every lane count).
+template <class V>
+SPATIALGRAD_INLINE void deinterleave(const V& a, const V& b, V& evens, V& odds) {
+  deinterleave_lanes(a, b, evens, odds, std::make_index_sequence<static_cast<size_t>(kLanesOf<V>)>{});
+}
+
+// r = floor(x) in every lane, exactly (NaN, infinities and -0 pass through).
+template <class Isa, class V>
+SPATIALGRAD_INLINE void floor_lanes(Isa, const V& x, V& r) {
+#if defined(SG_SIMD_LEVELS)
+  constexpr int kFloor = _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC;
+  if constexpr (Isa::kLevel == SimdLevel::kAvx512 && sizeof(V) == 64) return round_avx512<kFloor>(x, r);
+  if constexpr (Isa::kLevel != SimdLevel::kBaseline && sizeof(V) == 32) return round_avx2<kFloor>(x, r);
+#endif
+  for (int k = 0; k < kLanesOf<V>; ++k) r[k] = std::floor(x[k]);
+}
+
+// r = nearbyint(x) in every lane: to nearest in the current rounding mode, ties to even by default.
+template <class Isa, class V>
+SPATIALGRAD_INLINE void nearbyint_lanes(Isa, const V& x, V& r) {
+#if defined(SG_SIMD_LEVELS)
+  constexpr int kCurrent = _MM_FROUND_CUR_DIRECTION | _MM_FROUND_NO_EXC;
+  if constexpr (Isa::kLevel == SimdLevel::kAvx512 && sizeof(V) == 64) return round_avx512<kCurrent>(x, r);
+  if constexpr (Isa::kLevel != SimdLevel::kBaseline && sizeof(V) == 32) return round_avx2<kCurrent>(x, r);
+#endif
+  for (int k = 0; k < kLanesOf<V>; ++k) r[k] = std::nearbyint(x[k]);
+}
+
+// True when every lane of an int32 mask (lanes of -1 or 0) is set: one test at AVX2 and AVX-512 (all_lanes
+// reads the lanes one by one).
+template <class Isa, class IV>
+SPATIALGRAD_INLINE bool all_set(Isa, const IV& mask) {
+#if defined(SG_SIMD_LEVELS)
+  if constexpr (Isa::kLevel == SimdLevel::kAvx512 && sizeof(IV) == 64) return all_set_avx512(mask);
+  if constexpr (Isa::kLevel != SimdLevel::kBaseline && sizeof(IV) == 32) return all_set_avx2(mask);
+#endif
+  return all_lanes(mask);
+}
+
+// out[k] = base[index[k]] where index[k] >= 0, else 0 (the lane is not read).
+template <class Isa, class T, class V>
+SPATIALGRAD_INLINE void masked_gather(Isa, const T* base, const IndexVecOf<V>& index, V& out) {
+#if defined(SG_SIMD_LEVELS)
+  if constexpr (Isa::kLevel == SimdLevel::kAvx512 && sizeof(V) == 64) return masked_gather_avx512(base, index, out);
+  if constexpr (Isa::kLevel != SimdLevel::kBaseline && sizeof(V) == 32) return masked_gather_avx2(base, index, out);
+#endif
+  for (int k = 0; k < kLanesOf<V>; ++k) out[k] = index[k] >= 0 ? base[index[k]] : T(0);
+}
+
+// first[k] = base[index[k]] and second[k] = base[index[k] + 1] for every lane (the caller has checked that
+// both are inside the array): float pairs read as one 64-bit lane each, half the loads of two gathers.
+template <class Isa, class V>
+SPATIALGRAD_INLINE void gather_pairs(Isa, const float* base, const IndexVecOf<V>& index, V& first, V& second) {
+#if defined(SG_SIMD_LEVELS)
+  if constexpr (Isa::kLevel == SimdLevel::kAvx512 && sizeof(V) == 64) return gather_pairs_avx512(base, index, first, second);
+  if constexpr (Isa::kLevel != SimdLevel::kBaseline && sizeof(V) == 32) return gather_pairs_avx2(base, index, first, second);
+#endif
+  for (int k = 0; k < kLanesOf<V>; ++k) {
+    first[k] = base[index[k]];
+    second[k] = base[index[k] + 1];
+  }
 }
 
 // ---- memory hints (no effect on results) --------------------------------------------------------------------

@@ -3,6 +3,7 @@ replacement of ``F.avg_pool2d``."""
 from typing import List, Optional
 
 import torch
+from torch._prims_common import suggest_memory_format  # (c10's rule, as the CPU kernels read it)
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -80,13 +81,18 @@ def _avg_pool2d_fake(input, kernel_size, stride=(), padding=(0,), ceil_mode=Fals
     pads = list(padding) * (2 // len(padding))
     planes = input.shape[:-2]
     extents = [_pooled_size(input.shape[-2 + i], kernel[i], steps[i], pads[i], ceil_mode) for i in range(2)]
-    return empty_like_kernel(input, list(planes) + extents)
+    return empty_like_kernel(input, list(planes) + extents, channels_last=_channels_last_output(input))
 
 
 @fake("avg_pool2d_backward")
 def _avg_pool2d_backward_fake(grad_output, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                               divisor_override):
-    return empty_like_kernel(grad_output, input.shape)
+    return empty_like_kernel(grad_output, input.shape, channels_last=_channels_last_output(input))
+
+
+def _channels_last_output(input) -> bool:
+    """Both kernels' outputs follow the input's suggested memory format (4-D), as aten's (csrc/torch/avg_pool2d.cpp)."""
+    return input.dim() == 4 and suggest_memory_format(input) == torch.channels_last
 
 
 def _replacement(original):
