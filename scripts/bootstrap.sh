@@ -10,6 +10,8 @@ shift || true
 
 packages=(
   build-essential cmake pkg-config
+  # tests/python/test_design_map.py lists the tracked files with git ls-files (a Debian 13 root has no git)
+  git
   python3 python3-dev python3-venv python3-pip python3-setuptools python3-wheel
   python3-numpy python3-pytest pybind11-dev
   libgtest-dev libbenchmark-dev
@@ -24,6 +26,8 @@ packages=(
   python3-nbclient python3-nbformat python3-ipykernel
   # ONNX export (spatialgrad.torch registers its symbolic functions; tests check the graphs with onnx.checker)
   python3-onnx
+  # mypy: tests/python/test_types.py checks the stub of the binding (stubtest) and the hints users read
+  python3-mypy
   "$@"
 )
 

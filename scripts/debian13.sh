@@ -49,7 +49,7 @@ if [ ! -f "$marker" ]; then
     { tail -20 "$root.debootstrap.log" >&2; exit 1; }
   # make and git: what the clone's own bootstrap (scripts/bootstrap.sh, run by make) needs before it runs.
   chroot "$root" /usr/bin/env DEBIAN_FRONTEND=noninteractive bash -c \
-    'apt-get update -qq && apt-get install -y -qq --no-install-recommends make ca-certificates > /dev/null'
+    'apt-get update -qq && apt-get install -y -qq --no-install-recommends make git ca-certificates > /dev/null'
   touch "$marker"
 fi
 
