@@ -25,7 +25,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from . import _core
 from .bfloat16 import is_bfloat16
-from .functional import _strict
+from . import _strict
+from ._registry import OPS
 
 __all__ = ["check", "strict", "chips", "validated_chip", "rules", "Finding", "AscendCompatibilityError",
            "AscendCompatibilityWarning"]
@@ -149,7 +150,7 @@ def _pair(value) -> Tuple[int, int]:
 
 
 def _grid_sampler_2d_backward(a: Dict[str, Any]) -> Dict[str, Any]:
-    from .functional._args import GRID_INTERPOLATION
+    from ._args import GRID_INTERPOLATION
     if not any(bool(m) for m in a["output_mask"]):
         return {}  # the op_api returns before checking anything when no gradient is asked for
     mode = a["mode"]
@@ -213,11 +214,10 @@ def _findings(op: str, chip: str, arguments: Dict[str, Any]) -> List[Finding]:
 
 @functools.lru_cache(maxsize=None)
 def _signature(op: str) -> inspect.Signature:
-    from . import functional
-    if op not in functional.__all__:
+    if op not in OPS:
         raise ValueError(f"ascend.check(): expected the name of a spatialgrad function "
-                         f"({', '.join(functional.__all__)}), but got {op!r}")
-    return inspect.signature(getattr(functional, op))
+                         f"({', '.join(OPS)}), but got {op!r}")
+    return inspect.signature(OPS[op].forward)
 
 
 def check(op_name: str, *args, chip: str = "910B", **kwargs) -> List[Finding]:
@@ -271,7 +271,7 @@ def _apply_latest_check() -> None:
 
 
 def _enforce(op: str, arguments: Dict[str, Any]) -> None:
-    """Called by every NumPy function while strict() is active (functional/_strict.py)."""
+    """Called by every NumPy function while strict() is active (through _strict.py, which holds it)."""
     chip, raise_rejected = _strict.chip, _strict.raise_rejected
     if chip is None:
         return
@@ -285,6 +285,9 @@ def _enforce(op: str, arguments: Dict[str, Any]) -> None:
         raise AscendCompatibilityError(rejected[0].message + more, found)
     for finding in found:
         warnings.warn(AscendCompatibilityWarning(finding.message), stacklevel=4)
+
+
+_strict.check = _enforce
 
 
 @contextlib.contextmanager

@@ -13,14 +13,19 @@ For an ``op`` with several outputs (the backwards of the operators with two or m
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple, Union
+from typing import Any, Callable, Optional, Tuple, Union
 
 import numpy as np
 
-from ._registry import DIFFERENTIABLE, lookup
+from ._registry import DIFFERENTIABLE, backward, lookup
 from .bfloat16 import is_bfloat16
 
 __all__ = ["vjp", "differentiable_ops"]
+
+# What a pullback takes: the output's gradient, or (an op with several outputs) a tuple of them, None for zeros.
+GradOut = Union[np.ndarray, Tuple[Optional[np.ndarray], ...]]
+# What it returns: one gradient per array argument of the op, None where the argument is not differentiable.
+Grads = Tuple[Optional[np.ndarray], ...]
 
 
 def differentiable_ops() -> Tuple[str, ...]:
@@ -34,8 +39,7 @@ def differentiable_ops() -> Tuple[str, ...]:
     return DIFFERENTIABLE
 
 
-def vjp(op: Union[str, Callable[..., np.ndarray]], *args, **kwargs
-        ) -> Tuple[np.ndarray, Callable[[np.ndarray], Tuple[Optional[np.ndarray], ...]]]:
+def vjp(op: Union[str, Callable[..., Any]], *args: Any, **kwargs: Any) -> Tuple[Any, Callable[[GradOut], Grads]]:
     """Runs ``op(*args, **kwargs)`` and returns ``(out, pullback)``.
 
     Args:
@@ -64,7 +68,7 @@ def vjp(op: Union[str, Callable[..., np.ndarray]], *args, **kwargs
 
     outs = out if isinstance(out, tuple) else (out,)
 
-    def pullback(grad_out) -> Tuple[Optional[np.ndarray], ...]:
+    def pullback(grad_out: GradOut) -> Grads:
         grads = tuple(grad_out) if isinstance(out, tuple) else (grad_out,)
         if len(grads) != len(outs):
             raise ValueError(f"{spec.name} pullback: expected a tuple of {len(outs)} output gradients, but got "
@@ -73,7 +77,7 @@ def vjp(op: Union[str, Callable[..., np.ndarray]], *args, **kwargs
         for g, o in zip(grads, outs):
             if g is not None:
                 _check_cotangent(spec.name, g, o)
-        return spec.backward(grads, arrays, options, spec.differentiable)
+        return backward(spec, grads, arrays, options, spec.differentiable)
 
     return out, pullback
 

@@ -84,3 +84,15 @@ def test_type_checkers_see_what_the_torch_operator_list_exports(module_name):
     # Where each is defined: a function's globals; a class's (its __module__ is the public one), its forward's.
     defined_in = [(obj.forward if isinstance(obj, type) else obj).__globals__["__name__"] for obj in exported]
     assert imported == {(where.rsplit(".", 1)[1], obj.__name__) for where, obj in zip(defined_in, exported)}
+
+
+def test_each_layer_imports_the_operator_modules_in_the_tables_order():
+    """functional/__init__.py and torch/_operators.py import each operator's module by name (so that the import
+    graph, tests/python/test_import_graph.py, sees them); the order of functional's list is the table's."""
+    from spatialgrad.torch import _operators
+
+    order = sg.functional.OPERATOR_MODULES
+    assert sg.functional.OPERATORS == OPERATORS
+    assert [m.__name__ for m in sg.functional._MODULES] == [f"spatialgrad.functional.{n}" for n in order]
+    assert [m.__name__ for m in _operators.MODULES] == [f"spatialgrad.torch._{n}" for n in order]
+    assert tuple(m.OPERATOR for m in sg.functional._MODULES) == OPERATORS

@@ -13,7 +13,7 @@ torchvision = pytest.importorskip("torchvision")
 import torch.nn.functional as F  # noqa: E402
 
 import spatialgrad.torch as sgt  # noqa: E402
-from spatialgrad.functional import _strict  # noqa: E402
+from spatialgrad import _strict  # noqa: E402
 from helpers import count_patch_calls  # noqa: E402
 
 ROUTED = [(F, "grid_sample"), (F, "interpolate"), (F, "upsample"), (F, "upsample_bilinear"), (F, "avg_pool2d"),

@@ -6,9 +6,9 @@ from typing import Optional
 import numpy as np
 
 from .. import _core
-from .._registry import Call, declare
-from . import _strict
-from ._args import IntOrPair, int_list
+from .._declare import Call, declare
+from .. import _strict
+from .._args import IntOrPair, int_list
 
 __all__ = ["avg_pool2d", "avg_pool2d_backward"]
 

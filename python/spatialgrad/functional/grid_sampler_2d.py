@@ -7,11 +7,11 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .. import _core
-from .._registry import Call, declare
-from . import _strict
-from ._args import GRID_INTERPOLATION as _INTERPOLATION
-from ._args import GRID_PADDING as _PADDING
-from ._args import short_repr
+from .._declare import Call, declare
+from .. import _strict
+from .._args import GRID_INTERPOLATION as _INTERPOLATION
+from .._args import GRID_PADDING as _PADDING
+from .._args import short_repr
 
 __all__ = ["grid_sample", "grid_sampler_2d_backward", "grid_sampler_2d_double_backward"]
 

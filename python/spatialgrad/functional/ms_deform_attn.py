@@ -6,8 +6,8 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .. import _core
-from .._registry import Call, declare
-from . import _strict
+from .._declare import Call, declare
+from .. import _strict
 
 __all__ = ["ms_deform_attn", "ms_deform_attn_backward", "ms_deform_attn_double_backward"]
 

@@ -7,9 +7,9 @@ from typing import Sequence
 import numpy as np
 
 from .. import _core
-from .._registry import Call, declare, pair, shape
-from . import _strict
-from ._args import IntOrPair, int_list, short_repr
+from .._declare import Call, declare, pair, shape
+from .. import _strict
+from .._args import IntOrPair, int_list, short_repr
 
 __all__ = ["roi_align", "roi_align_backward"]
 

@@ -24,7 +24,6 @@ RuntimeError naming the operator.
 ``OPERATORS`` is the tuple of the operator names it accepts. ``spatialgrad.torch.nn`` has modules built on them.
 """
 import contextlib
-import importlib
 import threading
 from typing import TYPE_CHECKING, Iterable, List, Optional
 
@@ -32,22 +31,15 @@ import torch
 
 from .. import _registry
 from .. import ascend as _ascend
-from .. import functional as _functional
-from ..functional._args import short_repr
+from .._args import short_repr
 from . import _common, _patch
+from ._operators import MODULES as _OPERATOR_MODULES  # each operator's module: everything below is built from them
 
 # Whether the adapters call the native operators: C++ kernels and C++ autograd, on PyTorch's thread pool
 # (torch.set_num_threads). Otherwise, or when an argument is one the operators' schemas do not take, or while
 # spatialgrad.ascend.strict() checks calls, they run the Python path (an autograd Function over the NumPy API).
 # The adapters read it at each call: setting it False switches them to the Python path.
 native = _common.native
-
-# One private module per operator of the table (spatialgrad.functional.OPERATOR_MODULES, the one list of
-# operators, in its order), named after the functional module with a leading underscore: the operator's adapter
-# (the first of PUBLIC, named after the table's forward) and its other public functions, its TorchScript branch
-# (`_<name>_from_script`), its patch() routes (PATCH, when the table marks it patched) and its
-# spatialgrad.torch.nn modules (NN_MODULES, if any). Everything below is built from them.
-_OPERATOR_MODULES = tuple(importlib.import_module(f"{__name__}._{name}") for name in _functional.OPERATOR_MODULES)
 
 # Type checkers (the package ships py.typed) cannot run the list: they read the same functions by name here, and
 # tests/python/test_operator_table.py checks that these names are __all__'s.

@@ -7,7 +7,7 @@ from torch._prims_common import suggest_memory_format  # (c10's rule, as the CPU
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..functional import _strict
+from .. import _strict
 from ._common import (BroadcastingList2, apply, empty_like_kernel, fake, ints, native_operator, package, public,
                       script_branch, try_native)
 from ._patch import Routes, covered, each, named_like, ours_or_original

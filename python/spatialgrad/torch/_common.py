@@ -5,7 +5,7 @@ import inspect
 import os
 import sys
 import warnings
-from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 import torch
@@ -28,7 +28,13 @@ class _BroadcastingList2:
         return Union[item_type, List[item_type]]
 
 
-BroadcastingList2 = _BroadcastingList2()
+if TYPE_CHECKING:
+    # What type checkers read: an item or a sequence of them (a tuple too, as users write (7, 7)), generic in the
+    # item, so that BroadcastingList2[int] in a signature is Union[int, Sequence[int]], not an unknown name.
+    _Item = TypeVar("_Item")
+    BroadcastingList2 = Union[_Item, Sequence[_Item]]
+else:
+    BroadcastingList2 = _BroadcastingList2()
 
 
 def to_numpy(t: Optional[torch.Tensor], op: str, name: str) -> Optional[np.ndarray]:

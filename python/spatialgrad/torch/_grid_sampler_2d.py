@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..functional import _strict
-from ..functional._args import GRID_INTERPOLATION, GRID_PADDING  # aten's integers of the modes
+from .. import _strict
+from .._args import GRID_INTERPOLATION, GRID_PADDING  # aten's integers of the modes
 from ._common import (apply, empty_like_kernel, fake, is_compiling, native_operator, package, public, script_branch,
                       try_native)
 from ._patch import Routes, covered, each, named_like, ours_or_original

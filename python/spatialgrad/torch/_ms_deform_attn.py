@@ -8,7 +8,7 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import Tensor, nn
 
-from ..functional import _strict
+from .. import _strict
 from ._common import (apply, empty_like_kernel, fake, is_compiling, native_operator, package, public, script_branch,
                       try_native)
 

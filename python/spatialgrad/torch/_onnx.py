@@ -28,7 +28,7 @@ _LOWEST_OPSET = 7
 _INT64 = torch.onnx.TensorProtoDataType.INT64
 _DTYPES = {"Float": torch.float32, "Double": torch.float64, "Half": torch.float16, "BFloat16": torch.bfloat16}
 
-# aten's integers of grid_sample's modes (spatialgrad.functional._args.GRID_INTERPOLATION, GRID_PADDING) and
+# aten's integers of grid_sample's modes (spatialgrad._args.GRID_INTERPOLATION, GRID_PADDING) and
 # their ONNX names: GridSample-20 renamed bilinear and bicubic.
 _INTERPOLATION = {0: "bilinear", 1: "nearest", 2: "bicubic"}
 _INTERPOLATION_20 = {"bilinear": "linear", "nearest": "nearest", "bicubic": "cubic"}

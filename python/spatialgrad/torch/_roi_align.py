@@ -7,7 +7,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor, nn
 
-from ..functional import _strict
+from .. import _strict
 from ._common import (BroadcastingList2, apply, empty_like_kernel, fake, native_operator, package, public,
                       script_branch, try_native)
 from ._patch import Routes, covered, each, named_like, ours_or_original

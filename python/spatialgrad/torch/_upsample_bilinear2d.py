@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..functional import _strict
+from .. import _strict
 from ._common import (BroadcastingList2, apply, empty_like_kernel, fake, ints, is_channels_last, native_operator,
                       package, public, script_branch, try_native)
 from ._patch import SPATIALGRAD_ERRORS, Routes, covered, named_like, original_or_clearer_error

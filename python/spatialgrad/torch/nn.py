@@ -9,7 +9,7 @@
 """
 from typing import TYPE_CHECKING
 
-from . import _OPERATOR_MODULES
+from ._operators import MODULES as _OPERATOR_MODULES
 
 # Each module of spatialgrad.torch's list of operators declares its nn modules (NN_MODULES); type checkers, which
 # cannot run that, read them here (tests/python/test_operator_table.py checks that these names are __all__'s).
