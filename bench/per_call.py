@@ -15,6 +15,11 @@ host). The environment is left as it is (make bench sets no OMP_WAIT_POLICY). Wo
 spatialgrad.torch (native operators or the Python autograd.Function); the header says which is active.
 
     python bench/per_call.py [--ops avg_pool2d,...] [--sizes tiny,small] [--rounds 9] [--threads 2] [--json FILE]
+                             [--compile]
+
+--compile (PyTorch 2) times both sides' functions compiled with torch.compile(fullgraph=True) (each compiled
+once, before its warm-up): what a call costs inside a compiled model, to compare with the eager table (it
+prints only: the result files hold eager calls).
 
 make bench writes FILE = bench/results/pytorch-<major.minor>/per_call[-<run>].json, which
 scripts/render_performance.py turns into docs/performance.md. The file (format 1):
@@ -140,10 +145,12 @@ def best_per_call(ours: Callable[[], object], theirs: Callable[[], object], roun
     return best[0], best[1]
 
 
-def measure(op: str, size: str, rounds: int) -> dict:
+def measure(op: str, size: str, rounds: int, compiled: bool = False) -> dict:
     row = {"op": op, "size": size, "shape": SIZES[size], "theirs": THEIRS.get(op, "torch")}
     for direction, grad, wrap in (("fwd", False, forward_call), ("fwd+bwd", True, forward_backward_call)):
         inputs, ours, theirs = CASES[op](SIZES[size], grad)
+        if compiled:
+            ours, theirs = (torch.compile(f, fullgraph=True, dynamic=False) for f in (ours, theirs))
         with torch.enable_grad():
             seconds = best_per_call(wrap(ours, inputs), wrap(theirs, inputs), rounds)
         row[f"ours {direction}"], row[f"theirs {direction}"] = seconds
@@ -169,7 +176,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=9, help="alternating rounds per row (the best is shown)")
     parser.add_argument("--threads", type=int, default=2, help="threads of both sides")
     parser.add_argument("--json", help="also write the rows and the run's settings to this file (format above)")
+    parser.add_argument("--compile", action="store_true", help="both sides under torch.compile(fullgraph=True)")
     args = parser.parse_args()
+    if args.compile and (args.json or not hasattr(torch, "compile")):
+        parser.error("--compile needs PyTorch 2 and prints only (the result files hold eager calls): drop --json")
     ops, sizes = args.ops.split(","), args.sizes.split(",")
     unknown = [op for op in ops if op not in CASES] + [s for s in sizes if s not in SIZES]
     if unknown:
@@ -180,8 +190,9 @@ def main() -> int:
     print(versions_line())
     print(f"spatialgrad.torch path: {path}; {args.threads} threads both, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}, best of {args.rounds} alternated rounds;"
-          f" ratio = theirs / ours (> 1: ours faster)", flush=True)
-    rows = [measure(op, size, args.rounds) for op in ops for size in sizes]
+          f" ratio = theirs / ours (> 1: ours faster){'; both sides under torch.compile' if args.compile else ''}",
+          flush=True)
+    rows = [measure(op, size, args.rounds, args.compile) for op in ops for size in sizes]
     print(markdown(rows))
     if args.json:
         meta = dict(native=bool(getattr(sgt, "native", False)), threads=args.threads, rounds=args.rounds, **versions())
