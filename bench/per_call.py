@@ -17,8 +17,8 @@ spatialgrad.torch (native operators or the Python autograd.Function); the header
     python bench/per_call.py [--ops avg_pool2d,...] [--sizes tiny,small] [--rounds 9] [--threads 2] [--json FILE]
                              [--compile]
 
---compile (PyTorch 2) times both sides' functions compiled with torch.compile(fullgraph=True) (each compiled
-once, before its warm-up): what a call costs inside a compiled model, to compare with the eager table (it
+--compile (PyTorch 2) times both sides' functions compiled with torch.compile (ours with fullgraph=True; theirs
+may break the graph; each compiled once, before its warm-up): what a call costs inside a compiled model, to compare with the eager table (it
 prints only: the result files hold eager calls).
 
 make bench writes FILE = bench/results/pytorch-<major.minor>/per_call[-<run>].json, which
@@ -149,8 +149,8 @@ def measure(op: str, size: str, rounds: int, compiled: bool = False) -> dict:
     row = {"op": op, "size": size, "shape": SIZES[size], "theirs": THEIRS.get(op, "torch")}
     for direction, grad, wrap in (("fwd", False, forward_call), ("fwd+bwd", True, forward_backward_call)):
         inputs, ours, theirs = CASES[op](SIZES[size], grad)
-        if compiled:
-            ours, theirs = (torch.compile(f, fullgraph=True, dynamic=False) for f in (ours, theirs))
+        if compiled:  # theirs may break the graph (mmcv's fallback reads the level sizes with .item())
+            ours, theirs = torch.compile(ours, fullgraph=True, dynamic=False), torch.compile(theirs, dynamic=False)
         with torch.enable_grad():
             seconds = best_per_call(wrap(ours, inputs), wrap(theirs, inputs), rounds)
         row[f"ours {direction}"], row[f"theirs {direction}"] = seconds
@@ -176,7 +176,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=9, help="alternating rounds per row (the best is shown)")
     parser.add_argument("--threads", type=int, default=2, help="threads of both sides")
     parser.add_argument("--json", help="also write the rows and the run's settings to this file (format above)")
-    parser.add_argument("--compile", action="store_true", help="both sides under torch.compile(fullgraph=True)")
+    parser.add_argument("--compile", action="store_true", help="both sides under torch.compile")
     args = parser.parse_args()
     if args.compile and (args.json or not hasattr(torch, "compile")):
         parser.error("--compile needs PyTorch 2 and prints only (the result files hold eager calls): drop --json")
