@@ -18,8 +18,8 @@ spatialgrad.torch (native operators or the Python autograd.Function); the header
                              [--compile]
 
 --compile (PyTorch 2) times both sides' functions compiled with torch.compile (ours with fullgraph=True; theirs
-may break the graph; each compiled once, before its warm-up): what a call costs inside a compiled model, to compare with the eager table (it
-prints only: the result files hold eager calls).
+may break the graph; each compiled once, before its warm-up): what a call costs inside a compiled model, to
+compare with the eager table (it prints only: the result files hold eager calls).
 
 make bench writes FILE = bench/results/pytorch-<major.minor>/per_call[-<run>].json, which
 scripts/render_performance.py turns into docs/performance.md. The file (format 1):

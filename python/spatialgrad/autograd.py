@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional, Tuple, Union
 
 import numpy as np
 
+from ._declare import Grads  # what a pullback returns: one gradient per array argument, None where not differentiable
 from ._registry import DIFFERENTIABLE, backward, lookup
 from .bfloat16 import is_bfloat16
 
@@ -24,8 +25,6 @@ __all__ = ["vjp", "differentiable_ops"]
 
 # What a pullback takes: the output's gradient, or (an op with several outputs) a tuple of them, None for zeros.
 GradOut = Union[np.ndarray, Tuple[Optional[np.ndarray], ...]]
-# What it returns: one gradient per array argument of the op, None where the argument is not differentiable.
-Grads = Tuple[Optional[np.ndarray], ...]
 
 
 def differentiable_ops() -> Tuple[str, ...]:
