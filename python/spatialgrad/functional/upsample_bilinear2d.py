@@ -32,6 +32,8 @@ def _scale_pair(value: Optional[FloatOrPair], name: str, op: str) -> tuple[float
     """None -> (0, 0) ("not given"); a number -> the same for H and W; else exactly two numbers."""
     if value is None:
         return 0.0, 0.0
+    if type(value) is float or type(value) is int:  # the common case, without np.ndim's ~1 us
+        return float(value), float(value)
     if isinstance(value, (str, bytes)):
         raise TypeError(f"{op}(): expected {name} to be a number or a pair of numbers, but got {short_repr(value)}")
     if np.ndim(value) == 0:
@@ -53,6 +55,8 @@ def _scale_pair(value: Optional[FloatOrPair], name: str, op: str) -> tuple[float
 
 def _scale(value: Optional[float], name: str, op: str) -> float:
     """One scale: None -> 0.0 ("not given")."""
+    if type(value) is float or type(value) is int:  # the common case (the default 0.0), kept cheap
+        return float(value)
     if value is not None and (isinstance(value, (str, bytes)) or np.ndim(value) != 0):
         raise TypeError(f"{op}(): expected {name} to be a number or None, but got {short_repr(value)}")
     return _scale_pair(value, name, op)[0]
