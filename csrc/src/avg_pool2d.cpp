@@ -16,6 +16,7 @@
 #include "detail/parallel_for.h"
 #include "detail/rows.h"
 #include "detail/simd.h"
+#include "detail/strategy.h"
 
 namespace spatialgrad {
 namespace {
@@ -381,8 +382,6 @@ void forward_rows(const PlanePlan<T>& plan, ForwardScratch<T, WidthSum>& scratch
 // (a 7x7 ResNet head) that cost is most of the call. The lane kernels below run every loop over the L lanes
 // of a pixel instead: the channels of a channels-last tensor, or L planes packed side by side into a tile.
 // Each lane gets the sums of the plane kernels in the same order, so every family gives the same bits.
-
-std::atomic<detail::PoolStrategy> pinned_strategy{detail::PoolStrategy::kAuto};
 
 // One thread's buffers of forward_lane_row (allocated outside the kernels, see ForwardScratch): the column
 // sums of pixel j at columns[(j + lead) * L ..], behind `lead` = pw pixels of zeros and with zeros after
@@ -997,7 +996,7 @@ constexpr int64_t kMaxChannelRowBytes = 4 << 20;
 constexpr int64_t kMaxStoreStreams = 64;
 
 struct Choice {
-  detail::PoolStrategy strategy;
+  detail::AvgPool2dStrategy strategy;
   int64_t lanes;
 };
 
@@ -1038,28 +1037,40 @@ bool lanes_pay_off(const TensorView& from, const TensorView& to, const Windows& 
   return overlapping ? many || narrow : many && narrow;
 }
 
-// from: the tensor a call reads (input, grad_output); to: the one it writes. Channels-last tensors (either
-// one) run as channels-last lanes where lanes_pay_off, narrow planes as tiles, the others as planes.
-Choice choose_strategy(const TensorView& from, const TensorView& to, const Windows& win, bool forward,
-                       int64_t acc_bytes) {
-  using detail::PoolStrategy;
-  const PoolStrategy pinned = pinned_strategy.load(std::memory_order_relaxed);
+// from: the tensor a call reads (input, grad_output); to: the one it writes. The family of a call the
+// direct kernels do not take (runs_direct): channels-last tensors (either one) run as channels-last lanes
+// where lanes_pay_off, narrow planes as tiles, the others as planes. A pinned family takes any call with
+// pixels (plane tiles of at least 8 lanes; channels-last lanes of at most 16 channels where the row is too long
+// for the cost model's).
+Choice choose_family(const TensorView& from, const TensorView& to, const Windows& win, bool forward, int64_t acc_bytes) {
+  using detail::AvgPool2dStrategy;
   const bool empty_planes = from.size(-2) * from.size(-1) == 0 || to.size(-2) * to.size(-1) == 0;
-  if (pinned == PoolStrategy::kPlanes || empty_planes) return {PoolStrategy::kPlanes, 1};
   const bool channels_last = is_channels_last(from) || (!forward && is_channels_last(to));
   const int64_t width = std::max(from.size(-1), to.size(-1));
-  if (pinned == PoolStrategy::kChannelsLast || (channels_last && lanes_pay_off(from, to, win, forward, acc_bytes))) {
-    const int64_t lanes = channel_lanes(from.size(-3), width, acc_bytes, to.stride(-3) != 1);
-    if (lanes > 0 || pinned == PoolStrategy::kChannelsLast) {
-      return {PoolStrategy::kChannelsLast, lanes > 0 ? lanes : std::min<int64_t>(from.size(-3), 16)};
-    }
+  const int64_t channels = channel_lanes(from.size(-3), width, acc_bytes, to.stride(-3) != 1);
+  const int64_t tiles = tile_lanes(from, to, acc_bytes);
+  const AvgPool2dStrategy strategy = detail::choose_strategy<AvgPool2dStrategy>(
+      [&](AvgPool2dStrategy pinned) {
+        return pinned == AvgPool2dStrategy::kPlanes || (pinned != AvgPool2dStrategy::kDirect && !empty_planes);
+      },
+      [&] {
+        if (empty_planes) return AvgPool2dStrategy::kPlanes;
+        if (channels_last && channels > 0 && lanes_pay_off(from, to, win, forward, acc_bytes)) {
+          return AvgPool2dStrategy::kChannelsLast;
+        }
+        const int64_t max_width = forward ? kTileMaxWidthForward : kTileMaxWidthBackward;
+        const bool enough_planes = planes_of(from).count >= kTileMinPlanes;
+        if (!channels_last && tiles > 0 && width <= max_width && enough_planes) return AvgPool2dStrategy::kPlaneTiles;
+        return AvgPool2dStrategy::kPlanes;
+      });
+  switch (strategy) {
+    case AvgPool2dStrategy::kChannelsLast:
+      return {strategy, channels > 0 ? channels : std::min<int64_t>(from.size(-3), 16)};
+    case AvgPool2dStrategy::kPlaneTiles:
+      return {strategy, std::max<int64_t>(tiles, 8)};
+    default:
+      return {AvgPool2dStrategy::kPlanes, 1};
   }
-  const int64_t lanes = tile_lanes(from, to, acc_bytes);
-  if (pinned == PoolStrategy::kPlaneTiles) return {PoolStrategy::kPlaneTiles, std::max<int64_t>(lanes, 8)};
-  const int64_t max_width = forward ? kTileMaxWidthForward : kTileMaxWidthBackward;
-  const bool enough_planes = planes_of(from).count >= kTileMinPlanes;
-  if (!channels_last && lanes > 0 && width <= max_width && enough_planes) return {PoolStrategy::kPlaneTiles, lanes};
-  return {PoolStrategy::kPlanes, 1};
 }
 
 // Work per output row of the forward: the window's input rows, and the width pass (taps per output).
@@ -1174,14 +1185,14 @@ void run_planes(const TensorView& src, const TensorView& dst, const Windows& win
   });
 }
 
-// The strategy of the call (choose_strategy), then its family's driver.
+// The family of the call (choose_family), then its driver.
 template <class T, class Pass>
 void run_kernel(const TensorView& src, const TensorView& dst, const Windows& win) {
-  const Choice choice = choose_strategy(src, dst, win, Pass::kForward, sizeof(AccType<T>));
+  const Choice choice = choose_family(src, dst, win, Pass::kForward, sizeof(AccType<T>));
   switch (choice.strategy) {
-    case detail::PoolStrategy::kChannelsLast:
+    case detail::AvgPool2dStrategy::kChannelsLast:
       return run_channels_last<T, Pass>(src, dst, win, choice.lanes);
-    case detail::PoolStrategy::kPlaneTiles:
+    case detail::AvgPool2dStrategy::kPlaneTiles:
       return run_plane_tiles<T, Pass>(src, dst, win, choice.lanes);
     default:
       return run_planes<T, Pass>(src, dst, win);
@@ -1247,13 +1258,16 @@ int64_t direct_work(const Resolved& r, int64_t planes, int64_t in_h, int64_t in_
 // True when a call (src: the tensor it reads; dst: the one it writes) runs the direct kernels: pinned to
 // them (when the axes fit), or by the cost model when no family is pinned.
 bool runs_direct(const Resolved& r, const TensorView& src, const TensorView& dst, bool forward) {
-  using detail::PoolStrategy;
-  const PoolStrategy pinned = pinned_strategy.load(std::memory_order_relaxed);
-  if (pinned != PoolStrategy::kAuto && pinned != PoolStrategy::kDirect) return false;
+  using detail::AvgPool2dStrategy;
   const TensorView& in = forward ? src : dst;
   const TensorView& out = forward ? dst : src;
   const int64_t work = direct_work(r, planes_of(in).count, in.size(-2), in.size(-1), out.size(-2), out.size(-1), forward);
-  return work >= 0 && (pinned == PoolStrategy::kDirect || work <= kDirectMaxWork);
+  // The cost model's kPlanes stands for "a family": choose_family picks which.
+  return detail::choose_strategy<AvgPool2dStrategy>(
+             [&](AvgPool2dStrategy pinned) { return pinned != AvgPool2dStrategy::kDirect || work >= 0; },
+             [&] {
+               return work >= 0 && work <= kDirectMaxWork ? AvgPool2dStrategy::kDirect : AvgPool2dStrategy::kPlanes;
+             }) == AvgPool2dStrategy::kDirect;
 }
 
 template <class T>
@@ -1362,9 +1376,6 @@ void run_backward(const TensorView& grad_output, const TensorView& grad_input, c
 
 }  // namespace
 
-void detail::pin_pool_strategy(detail::PoolStrategy strategy) {
-  pinned_strategy.store(strategy, std::memory_order_relaxed);
-}
 
 std::vector<int64_t> avg_pool2d_output_shape(const std::vector<int64_t>& input_shape, const AvgPool2dParams& params) {
   return output_shape(kForward, input_shape, params);

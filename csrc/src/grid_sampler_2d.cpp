@@ -14,7 +14,7 @@
 #include "detail/grid_sampler_2d_checks.h"
 #include "detail/grid_sampler_2d_coords.h"
 #include "detail/grid_sampler_2d_planes.h"
-#include "detail/grid_sampler_2d_strategy.h"
+#include "detail/strategy.h"
 #include "detail/grid_sampler_2d_tables.h"
 #include "detail/grid_sampler_2d_vectors.h"
 #include "detail/parallel_for.h"
@@ -861,8 +861,6 @@ constexpr int64_t kTileMaxPixelsPerPoint = 4;  // tile pixels / points per batch
 constexpr int64_t kTileMaxPixelsPerPointCached = 16;
 constexpr int64_t kTileCachedBytes = int64_t{1} << 20;
 
-std::atomic<detail::GridSamplerStrategy> forced_strategy{detail::GridSamplerStrategy::kAuto};
-
 
 // Scratch of the tile strategy: per thread, the input tile (and input-gradient tile) and the tables of a
 // run (of a whole batch, with its grid sums, in the fused backward); the two-pass backward keeps every
@@ -880,11 +878,9 @@ int64_t tile_scratch_bytes(const Context<T>& ctx, bool backward, int64_t threads
   return ctx.N * ctx.blocks * table + threads * (2 * tile + make_runs(ctx, threads).blocks_per_run * sums);
 }
 
+// The cost model of the tiles (the plane strategy takes every other call).
 template <class T, class Table>
-bool use_tiles(const Context<T>& ctx, bool backward, int64_t in_out_bytes) {
-  const detail::GridSamplerStrategy forced = forced_strategy.load(std::memory_order_relaxed);
-  if (ctx.tile_pixels > INT32_MAX) return false;  // beyond the tiles' int32 pixel numbers
-  if (forced != detail::GridSamplerStrategy::kAuto) return forced == detail::GridSamplerStrategy::kTiles;
+bool tiles_pay(const Context<T>& ctx, bool backward, int64_t in_out_bytes) {
   const bool point_vectors = kGathers<T> && plane_geometry(ctx).gathers;
   if (ctx.C < tile_min_channels<AccType<T>, Table>(backward, point_vectors)) return false;
   const int64_t tile_bytes = ctx.tile_pixels * kTileBytes;
@@ -893,6 +889,19 @@ bool use_tiles(const Context<T>& ctx, bool backward, int64_t in_out_bytes) {
   if (ctx.tile_pixels > pixels_per_point * ctx.points) return false;
   if (ctx.C < kTileLanes<AccType<T>> && !cached) return false;
   return tile_scratch_bytes<T, Table>(ctx, backward, get_num_threads()) <= detail::scratch_bound(in_out_bytes);
+}
+
+// A pinned strategy takes any call but tiles of more than INT32_MAX pixels (their pixel numbers are int32).
+template <class T, class Table>
+bool use_tiles(const Context<T>& ctx, bool backward, int64_t in_out_bytes) {
+  using detail::GridSampler2dStrategy;
+  const bool tiles_fit = ctx.tile_pixels <= INT32_MAX;
+  return detail::choose_strategy<GridSampler2dStrategy>(
+             [&](GridSampler2dStrategy pinned) { return pinned == GridSampler2dStrategy::kPlanes || tiles_fit; },
+             [&] {
+               return tiles_fit && tiles_pay<T, Table>(ctx, backward, in_out_bytes) ? GridSampler2dStrategy::kTiles
+                                                                                    : GridSampler2dStrategy::kPlanes;
+             }) == GridSampler2dStrategy::kTiles;
 }
 
 template <class T>
@@ -934,10 +943,6 @@ void run_backward(const TensorView& grad_output, const TensorView& input, const 
 }
 
 }  // namespace
-
-void detail::force_grid_sampler_strategy(GridSamplerStrategy strategy) {
-  forced_strategy.store(strategy, std::memory_order_relaxed);
-}
 
 std::vector<int64_t> grid_sampler_2d_output_shape(const std::vector<int64_t>& input_shape,
                                                   const std::vector<int64_t>& grid_shape) {

@@ -15,6 +15,7 @@
 #include "detail/rows.h"
 #include "detail/scratch_bound.h"
 #include "detail/simd.h"
+#include "detail/strategy.h"
 
 namespace spatialgrad {
 namespace {
@@ -621,8 +622,9 @@ void gather_pair_points(const PointArgs<T>& args, int64_t b, int64_t h, int64_t 
 
 // ---- the strategy of a call ---------------------------------------------------------------------------------
 
-std::atomic<detail::DeformAttnStrategy> forced_strategy{detail::DeformAttnStrategy::kAuto};
-std::atomic<int64_t> forced_band_pixels{0};
+// The strategies (detail/strategy.h): kPacked copies each (batch, head) slice of value into a padded buffer
+// (and sums its gradient in one); kDirect reads value and adds into grad_value where they are. Both give
+// the same bits.
 
 // Packing a pair's slice costs a pass over its S rows; it pays back through the points, each of whose
 // corner rows is then read (and its gradient added) in a compact buffer instead of at a random place of
@@ -669,11 +671,9 @@ struct CallFacts {
 
 // Whether packing pays: the slice of a pair is swept by at least min_points_per_pixel points per pixel (per
 // 128 bytes of its rows) and is not compact, and the buffers (`buffers` per task, at most `tasks` tasks at once) fit
-// the scratch bound. A forced strategy decides alone.
-bool pack_pays(const Problem& pb, const PaddedLayout& layout, double min_points_per_pixel, int64_t buffers,
-               int64_t tasks, const CallFacts& facts) {
-  const detail::DeformAttnStrategy forced = forced_strategy.load(std::memory_order_relaxed);
-  if (forced != detail::DeformAttnStrategy::kAuto) return forced == detail::DeformAttnStrategy::kPacked;
+// the scratch bound: the cost model.
+bool pack_estimate_pays(const Problem& pb, const PaddedLayout& layout, double min_points_per_pixel, int64_t buffers,
+                        int64_t tasks, const CallFacts& facts) {
   const double points = static_cast<double>(pb.queries) * pb.levels * pb.points;
   const double row_factor = std::max(1.0, static_cast<double>(pb.channels * facts.acc_bytes) / kPackRowBytes);
   if (facts.compact || points < min_points_per_pixel * row_factor * static_cast<double>(pb.spatial)) return false;
@@ -681,6 +681,18 @@ bool pack_pays(const Problem& pb, const PaddedLayout& layout, double min_points_
   const double scratch =
       static_cast<double>(threads) * static_cast<double>(buffers * layout.rows * pb.channels * facts.acc_bytes);
   return scratch <= static_cast<double>(detail::scratch_bound(facts.in_out_bytes));
+}
+
+// Whether a call packs: the pinned strategy (any call takes either), else the cost model.
+bool pack_pays(const Problem& pb, const PaddedLayout& layout, double min_points_per_pixel, int64_t buffers,
+               int64_t tasks, const CallFacts& facts) {
+  using detail::MsDeformAttnStrategy;
+  const auto cost_model = [&] {
+    const bool pays = pack_estimate_pays(pb, layout, min_points_per_pixel, buffers, tasks, facts);
+    return pays ? MsDeformAttnStrategy::kPacked : MsDeformAttnStrategy::kDirect;
+  };
+  const auto any_call = [](MsDeformAttnStrategy) { return true; };
+  return detail::choose_strategy<MsDeformAttnStrategy>(any_call, cost_model) == MsDeformAttnStrategy::kPacked;
 }
 
 Plan plan_forward(const Problem& pb, const PaddedLayout& layout, const CallFacts& facts) {
@@ -705,9 +717,10 @@ Plan plan_backward(const Problem& pb, const PaddedLayout& layout, const CallFact
   if (plan.packed) {
     slice_rows = kBackwardSlicePasses * static_cast<double>(layout.rows);
   } else if (!facts.in_place) {
-    const int64_t forced = forced_band_pixels.load(std::memory_order_relaxed);
+    const int64_t forced = detail::pinned_band<detail::MsDeformAttnStrategy>();
     const int64_t pixel_bytes = std::max<int64_t>(pb.channels * facts.acc_bytes, 1);
-    plan.band_pixels = forced > 0 ? forced : detail::scratch_bound(facts.in_out_bytes) / get_num_threads() / pixel_bytes;
+    plan.band_pixels =
+        forced > 0 ? forced : detail::scratch_bound(facts.in_out_bytes) / get_num_threads() / pixel_bytes;
     plan.band_pixels = std::max<int64_t>(plan.band_pixels, 1);
     slice_rows = (kBackwardSlicePasses - 1) * static_cast<double>(std::min(plan.band_pixels, pb.spatial));
   }
@@ -1283,11 +1296,6 @@ void ms_deform_attn_backward(const TensorView& value, const TensorView& spatial_
 }
 
 namespace detail {
-
-void force_deform_attn_strategy(DeformAttnStrategy strategy, int64_t band_pixels) {
-  forced_strategy.store(strategy, std::memory_order_relaxed);
-  forced_band_pixels.store(band_pixels, std::memory_order_relaxed);
-}
 
 DeformProblem validate_deform_attn(const char* op, const TensorView& value, const TensorView& spatial_shapes,
                                    const TensorView& level_start_index, const TensorView& sampling_locations,

@@ -13,23 +13,13 @@
 #include "detail/rows.h"
 #include "detail/scratch_bound.h"
 #include "detail/simd.h"
+#include "detail/strategy.h"
 #include "spatialgrad/memory.h"
 
 namespace spatialgrad {
-namespace detail {
-namespace {
-RoiAlignPath forced_roi_align_path = RoiAlignPath::kAuto;
-int64_t forced_band_rows = 0;
-}  // namespace
-void set_roi_align_path_for_testing(RoiAlignPath path, int64_t band_rows) {
-  forced_roi_align_path = path;
-  forced_band_rows = band_rows;
-}
-}  // namespace detail
-
 namespace {
 
-using detail::RoiAlignPath;
+using detail::RoiAlignStrategy;
 using detail::RoiRegion;
 using detail::RoiTable;
 
@@ -162,12 +152,10 @@ double packed_estimate(const RoiTable<Acc>& table, const CallWork& w, const Pack
          k.per_out * w.out;
 }
 
-// The kernel for a call on `input_shape` (B, C, H, W) with `out` elements of (grad_)output: the cheapest
-// estimate.
+// The cost model: the estimates of the three kernels.
 template <class Acc>
-RoiAlignPath choose_path(const RoiTable<Acc>& table, const std::vector<int64_t>& input_shape, double out,
-                         double in_out_bytes, bool backward) {
-  if (detail::forced_roi_align_path != RoiAlignPath::kAuto) return detail::forced_roi_align_path;
+RoiAlignStrategy cheapest_path(const RoiTable<Acc>& table, const std::vector<int64_t>& input_shape, double out,
+                               double in_out_bytes, bool backward) {
   const RoiCosts& k = backward ? kBackwardCosts : kForwardCosts;
   CallWork w{static_cast<double>(table.samples), 0, 0, static_cast<double>(input_shape[1]), 0, out,
              scratch_budget(in_out_bytes), backward};
@@ -180,8 +168,18 @@ RoiAlignPath choose_path(const RoiTable<Acc>& table, const std::vector<int64_t>&
                         k.per_plane_element * w.planes + k.per_out * out;
   const double wide = packed_estimate<kWide>(table, w, k.wide);
   const double narrow = backward ? packed_estimate<kNarrow>(table, w, k.narrow) : kNever;
-  if (direct <= wide && direct <= narrow) return RoiAlignPath::kDirect;
-  return wide <= narrow ? RoiAlignPath::kPacked : RoiAlignPath::kPackedNarrow;
+  if (direct <= wide && direct <= narrow) return RoiAlignStrategy::kDirect;
+  return wide <= narrow ? RoiAlignStrategy::kPacked : RoiAlignStrategy::kPackedNarrow;
+}
+
+// The kernel for a call on `input_shape` (B, C, H, W) with `out` elements of (grad_)output: a pinned one (any
+// but narrow patches in the forward, a backward kernel only), else the cheapest estimate.
+template <class Acc>
+RoiAlignStrategy choose_path(const RoiTable<Acc>& table, const std::vector<int64_t>& input_shape, double out,
+                             double in_out_bytes, bool backward) {
+  return detail::choose_strategy<RoiAlignStrategy>(
+      [&](RoiAlignStrategy pinned) { return backward || pinned != RoiAlignStrategy::kPackedNarrow; },
+      [&] { return cheapest_path(table, input_shape, out, in_out_bytes, backward); });
 }
 
 // An uninitialised buffer from the memory cache (spatialgrad/memory.h): patches have the same size call after
@@ -672,7 +670,8 @@ BandSplit split_rows(int64_t height, int64_t planes, int64_t max_rows_fit) {
   int64_t bands = std::min(height, std::max<int64_t>(1, (wanted + planes - 1) / std::max<int64_t>(planes, 1)));
   if (max_rows_fit > 0) bands = std::max(bands, (height + max_rows_fit - 1) / max_rows_fit);
   bands = std::max<int64_t>(1, std::min(bands, height));
-  if (detail::forced_band_rows > 0) bands = (height + detail::forced_band_rows - 1) / detail::forced_band_rows;
+  const int64_t pinned_rows = detail::pinned_band<detail::RoiAlignStrategy>();
+  if (pinned_rows > 0) bands = (height + pinned_rows - 1) / pinned_rows;
   BandSplit split;
   split.rows = std::max<int64_t>(1, (height + bands - 1) / bands);
   split.bands = (height + split.rows - 1) / split.rows;
@@ -825,9 +824,8 @@ void run_forward(const TensorView& input, const TensorView& boxes, const TensorV
   const auto table =
       detail::build_roi_table<T>(kForward, boxes, image, input.size(0), input.size(2), input.size(3), params);
   const double bytes = static_cast<double>(input.numel() + boxes.numel() + output.numel()) * sizeof(T);
-  if (choose_path(table, input.sizes(), static_cast<double>(output.numel()), bytes, false) == RoiAlignPath::kDirect)
+  if (choose_path(table, input.sizes(), static_cast<double>(output.numel()), bytes, false) == RoiAlignStrategy::kDirect)
     return direct_forward<T>(input, output, table, image);
-  // (Also for a forced kPackedNarrow: narrow patches are a backward kernel only, see the cost model.)
   packed_forward<kWide, T>(input, output, table, scratch_budget(bytes));
 }
 
@@ -843,8 +841,8 @@ void run_backward(const TensorView& grad_output, const TensorView& boxes, const 
       detail::build_roi_table<T>(kBackward, boxes, image, input_shape[0], input_shape[2], input_shape[3], params);
   const double bytes = static_cast<double>(grad_output.numel() + boxes.numel() + grad_input.numel()) * sizeof(T);
   switch (choose_path(table, input_shape, static_cast<double>(grad_output.numel()), bytes, true)) {
-    case RoiAlignPath::kPacked: return packed_backward<kWide, T>(grad_output, grad_input, table, scratch_budget(bytes));
-    case RoiAlignPath::kPackedNarrow:
+    case RoiAlignStrategy::kPacked: return packed_backward<kWide, T>(grad_output, grad_input, table, scratch_budget(bytes));
+    case RoiAlignStrategy::kPackedNarrow:
       return packed_backward<kNarrow, T>(grad_output, grad_input, table, scratch_budget(bytes));
     default: return direct_backward<T>(grad_output, grad_input, table);
   }

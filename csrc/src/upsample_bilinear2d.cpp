@@ -15,6 +15,7 @@
 #include "detail/parallel_for.h"
 #include "detail/rows.h"
 #include "detail/simd.h"
+#include "detail/strategy.h"
 #include "detail/upsample_bilinear2d_axis.h"
 
 namespace spatialgrad {
@@ -1010,8 +1011,9 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
 
 // ---- choosing a strategy ------------------------------------------------------------------------------------
 // Measured on this project's 2-core machine (docs/design.md has the tables).
-using detail::UpsamplePath;
-std::atomic<UpsamplePath> forced_forward{UpsamplePath::kAuto}, forced_backward{UpsamplePath::kAuto};
+// The strategies (detail/strategy.h): lanes (separable passes, 8 planes or channels as lanes), direct (each
+// output from its four inputs) and rows (NHWC rows as channel vectors).
+using detail::UpsampleBilinear2dStrategy;
 
 // The direct forward wins once input rows are read by fewer than ~1.5 output rows each (the lanes' W pass
 // is then done for almost every output row): at >= 2/3 input rows read per output row. Measured crossover:
@@ -1022,31 +1024,44 @@ constexpr double kDirectRowsPerOutputRow = 2.0 / 3.0;
 // upsampling x2).
 constexpr int64_t kChannelVectors = 8;
 
+// A pinned strategy takes the calls it has kernels for: direct, float32 NCHW rows without gaps or NHWC of
+// float32/float64; rows, NHWC.
 template <class T>
-UpsamplePath forward_path(const TensorView& input, Layout layout, const Tables<AccType<T>>& tab) {
-  const UpsamplePath forced = forced_forward.load(std::memory_order_relaxed);
+UpsampleBilinear2dStrategy forward_path(const TensorView& input, Layout layout, const Tables<AccType<T>>& tab) {
   const bool nchw = layout == Layout::kNCHW, unit = input.stride(3) == 1;
   const bool direct_ok = nchw ? std::is_same_v<T, float> && unit : !detail::kIsHalfType<T>;
-  if (forced == UpsamplePath::kDirect && direct_ok) return forced;
-  if (forced == UpsamplePath::kRows && !nchw) return forced;
-  if (forced == UpsamplePath::kLanes) return forced;
-  const int64_t channels = input.size(dims_of(layout).c);
-  const bool many_channels = !nchw && channels >= kChannelVectors;
-  const double read = static_cast<double>(detail::read_inputs(tab.h)), out_h = static_cast<double>(tab.h.out);
-  // NHWC channel vectors reuse each W-interpolated input row for its output rows: worth it beyond two output
-  // rows per input row ((4,64,64,21) -> 256^2: rows 1.5 ms vs direct 4.3 ms; at x2 direct is as fast or faster:
-  // (2,32,32,256) -> 64^2 0.50 vs 0.76 ms).
-  if (many_channels && 2 * read < out_h) return UpsamplePath::kRows;
-  if (direct_ok && (many_channels || read >= kDirectRowsPerOutputRow * out_h)) return UpsamplePath::kDirect;
-  return many_channels ? UpsamplePath::kRows : UpsamplePath::kLanes;
+  return detail::choose_strategy<UpsampleBilinear2dStrategy>(
+      [&](UpsampleBilinear2dStrategy pinned) {
+        return pinned == UpsampleBilinear2dStrategy::kLanes ||
+               (pinned == UpsampleBilinear2dStrategy::kDirect && direct_ok) ||
+               (pinned == UpsampleBilinear2dStrategy::kRows && !nchw);
+      },
+      [&] {
+        const int64_t channels = input.size(dims_of(layout).c);
+        const bool many_channels = !nchw && channels >= kChannelVectors;
+        const double read = static_cast<double>(detail::read_inputs(tab.h)), out_h = static_cast<double>(tab.h.out);
+        // NHWC channel vectors reuse each W-interpolated input row for its output rows: worth it beyond two
+        // output rows per input row ((4,64,64,21) -> 256^2: rows 1.5 ms vs direct 4.3 ms; at x2 direct is as
+        // fast or faster: (2,32,32,256) -> 64^2 0.50 vs 0.76 ms).
+        if (many_channels && 2 * read < out_h) return UpsampleBilinear2dStrategy::kRows;
+        if (direct_ok && (many_channels || read >= kDirectRowsPerOutputRow * out_h))
+          return UpsampleBilinear2dStrategy::kDirect;
+        return many_channels ? UpsampleBilinear2dStrategy::kRows : UpsampleBilinear2dStrategy::kLanes;
+      });
 }
 
+// The backward has lanes and, for NHWC, rows (a pinned direct takes the cost model's choice).
 template <class Acc>
-UpsamplePath backward_path(Layout layout, const TensorView& grad_input, const Tables<Acc>&) {
-  if (layout == Layout::kNCHW) return UpsamplePath::kLanes;
-  const UpsamplePath forced = forced_backward.load(std::memory_order_relaxed);
-  if (forced == UpsamplePath::kLanes || forced == UpsamplePath::kRows) return forced;
-  return grad_input.size(3) >= kChannelVectors ? UpsamplePath::kRows : UpsamplePath::kLanes;
+UpsampleBilinear2dStrategy backward_path(Layout layout, const TensorView& grad_input, const Tables<Acc>&) {
+  const bool nhwc = layout == Layout::kNHWC;
+  return detail::choose_strategy<UpsampleBilinear2dStrategy>(
+      [&](UpsampleBilinear2dStrategy pinned) {
+        return pinned == UpsampleBilinear2dStrategy::kLanes || (pinned == UpsampleBilinear2dStrategy::kRows && nhwc);
+      },
+      [&] {
+        return nhwc && grad_input.size(3) >= kChannelVectors ? UpsampleBilinear2dStrategy::kRows
+                                                             : UpsampleBilinear2dStrategy::kLanes;
+      });
 }
 
 // The validated operators (half precision converted by rows as the kernels read and write them).
@@ -1057,13 +1072,13 @@ void run_forward(const TensorView& input, const TensorView& output, const Upsamp
   const auto tab = make_tables<AccType<T>>(input.size(d.h), input.size(d.w), output.size(d.h), output.size(d.w),
                                            params.align_corners, params.scales_h, params.scales_w);
   switch (forward_path<T>(input, layout, tab)) {
-    case UpsamplePath::kDirect:
+    case UpsampleBilinear2dStrategy::kDirect:
       if constexpr (!detail::kIsHalfType<T>) {
         if (layout == Layout::kNHWC) return forward_direct_nhwc(input, output, tab);
         if constexpr (std::is_same_v<T, float>) return forward_direct(input, output, tab);
       }
       break;
-    case UpsamplePath::kRows:
+    case UpsampleBilinear2dStrategy::kRows:
       return forward_nhwc<T>(input, output, tab);
     default:
       break;
@@ -1078,19 +1093,12 @@ void run_backward(const TensorView& grad_output, const TensorView& grad_input, c
   const auto tab =
       make_tables<AccType<T>>(grad_input.size(d.h), grad_input.size(d.w), grad_output.size(d.h), grad_output.size(d.w),
                               params.align_corners, params.scales_h, params.scales_w);
-  if (backward_path(layout, grad_input, tab) == UpsamplePath::kRows)
+  if (backward_path(layout, grad_input, tab) == UpsampleBilinear2dStrategy::kRows)
     return backward_nhwc<T>(grad_output, grad_input, tab);
   backward_lanes<T>(grad_output, grad_input, tab, layout);
 }
 
 }  // namespace
-
-namespace detail {
-void force_upsample_path(UpsamplePath forward, UpsamplePath backward) {
-  forced_forward.store(forward);
-  forced_backward.store(backward);
-}
-}  // namespace detail
 
 std::vector<int64_t> upsample_bilinear2d_output_size(const std::vector<int64_t>& input_shape, double scales_h,
                                                      double scales_w, Layout layout) {

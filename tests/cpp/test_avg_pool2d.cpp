@@ -7,6 +7,7 @@
 
 #include "detail/avg_pool2d_lanes.h"
 #include "detail/convert.h"
+#include "detail/strategy.h"
 #include "spatialgrad/avg_pool2d.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"
@@ -359,15 +360,7 @@ TEST(AvgPool2d, ThreadCountDoesNotChangeBits) {
 
 // ---- issue 31's strategies: planes, plane tiles and channels-last lanes give the same bits ------------------
 
-using detail::PoolStrategy;
-
-// Pins the kernel family of the calls in its scope (the cost model's choice again after it).
-struct PinnedStrategy {
-  explicit PinnedStrategy(PoolStrategy strategy) { detail::pin_pool_strategy(strategy); }
-  ~PinnedStrategy() { detail::pin_pool_strategy(PoolStrategy::kAuto); }
-  PinnedStrategy(const PinnedStrategy&) = delete;
-  PinnedStrategy& operator=(const PinnedStrategy&) = delete;
-};
+using detail::AvgPool2dStrategy;
 
 // Memory layouts of a 3-D or 4-D tensor: NCHW, channels-last, the first C channels of a 2C-channel NCHW
 // tensor (its planes are not evenly strided across the batch), every other column of a wider one.
@@ -426,9 +419,9 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 // Forward and backward of `sizes` under `strategy`, input and grad_output in `in_layout`, output and
 // grad_input in `out_layout`: the results in logical order.
 template <class T>
-std::pair<std::vector<T>, std::vector<T>> pool_with(PoolStrategy strategy, const std::vector<int64_t>& sizes,
+std::pair<std::vector<T>, std::vector<T>> pool_with(AvgPool2dStrategy strategy, const std::vector<int64_t>& sizes,
                                                     const AvgPool2dParams& p, Strides in_layout, Strides out_layout) {
-  const PinnedStrategy pinned(strategy);
+  const detail::StrategyForTesting pinned(strategy);
   const std::vector<int64_t> out_sizes = avg_pool2d_output_shape(sizes, p);
   const std::vector<T> x_values = random_values<T>(sizes, 41), g_values = random_values<T>(out_sizes, 42);
   LaidOut<T> x(sizes, in_layout, &x_values), g(out_sizes, in_layout, &g_values);
@@ -486,9 +479,9 @@ template <class T>
 void expect_strategies_give_the_same_bits() {
   for (const StrategyCase& c : strategy_cases()) {
     const auto reference =
-        pool_with<T>(PoolStrategy::kPlanes, c.sizes, c.params, Strides::kContiguous, Strides::kContiguous);
-    for (PoolStrategy strategy : {PoolStrategy::kPlanes, PoolStrategy::kPlaneTiles, PoolStrategy::kChannelsLast,
-                                  PoolStrategy::kDirect, PoolStrategy::kAuto}) {
+        pool_with<T>(AvgPool2dStrategy::kPlanes, c.sizes, c.params, Strides::kContiguous, Strides::kContiguous);
+    for (AvgPool2dStrategy strategy : {AvgPool2dStrategy::kPlanes, AvgPool2dStrategy::kPlaneTiles, AvgPool2dStrategy::kChannelsLast,
+                                  AvgPool2dStrategy::kDirect, AvgPool2dStrategy::kAuto}) {
       for (Strides in_layout : kLayouts) {
         for (Strides out_layout : {Strides::kContiguous, in_layout}) {
           const auto result = pool_with<T>(strategy, c.sizes, c.params, in_layout, out_layout);
@@ -514,8 +507,8 @@ TEST(AvgPool2dStrategies, EveryFamilyGivesThePlaneKernelsBits) {
 TEST(AvgPool2dStrategies, ChannelBlocksGiveThePlaneKernelsBits) {
   for (const AvgPool2dParams& p : {pool_params(3, 1, 1), pool_params(2, 2, 0, true), pool_params(5, 3, 2, true)}) {
     const std::vector<int64_t> sizes{2, 64, 5, 300};
-    const auto planes = pool_with<float>(PoolStrategy::kPlanes, sizes, p, Strides::kContiguous, Strides::kContiguous);
-    const auto lanes = pool_with<float>(PoolStrategy::kAuto, sizes, p, Strides::kChannelsLast, Strides::kContiguous);
+    const auto planes = pool_with<float>(AvgPool2dStrategy::kPlanes, sizes, p, Strides::kContiguous, Strides::kContiguous);
+    const auto lanes = pool_with<float>(AvgPool2dStrategy::kAuto, sizes, p, Strides::kChannelsLast, Strides::kContiguous);
     EXPECT_TRUE(same_bits(planes.first, lanes.first)) << "forward k" << p.kernel_size[0];
     EXPECT_TRUE(same_bits(planes.second, lanes.second)) << "backward k" << p.kernel_size[0];
   }
@@ -524,7 +517,7 @@ TEST(AvgPool2dStrategies, ChannelBlocksGiveThePlaneKernelsBits) {
 TEST(AvgPool2dStrategies, ThreadCountDoesNotChangeBits) {
   const std::vector<int64_t> sizes{4, 37, 9, 9};
   const AvgPool2dParams p = pool_params(3, 2, 1, true);
-  for (PoolStrategy strategy : {PoolStrategy::kPlaneTiles, PoolStrategy::kChannelsLast, PoolStrategy::kAuto}) {
+  for (AvgPool2dStrategy strategy : {AvgPool2dStrategy::kPlaneTiles, AvgPool2dStrategy::kChannelsLast, AvgPool2dStrategy::kAuto}) {
     for (Strides layout : {Strides::kContiguous, Strides::kChannelsLast}) {
       testing::expect_same_bits_for_thread_counts({1, 2, 3}, [&] {
         auto [y, gi] = pool_with<float>(strategy, sizes, p, layout, Strides::kContiguous);

@@ -10,7 +10,7 @@
 
 #include "detail/gather.h"
 #include "detail/grid_sampler_2d_coords.h"
-#include "detail/grid_sampler_2d_strategy.h"
+#include "detail/strategy.h"
 #include "detail/rows.h"
 #include "detail/simd.h"
 #include "spatialgrad/grid_sampler_2d.h"
@@ -316,7 +316,7 @@ TEST(GridSamplerCoords, BlockCoordinatesMatchScalar) {
 // Reflection takes grid values to +-3.2, beyond one reflection of the image (the vectorised
 // coordinates hand those lanes back to the scalar formula).
 TEST(GridSampler2d, ChannelTilesMatchNaiveLoops) {
-  const detail::ForcedGridSamplerStrategy tiles(detail::GridSamplerStrategy::kTiles);
+  const detail::StrategyForTesting tiles(detail::GridSampler2dStrategy::kTiles);
   for (int64_t C : {4, 8, 11})
     for (int mode : {0, 1, 2})
       for (int padding : {0, 1, 2})
@@ -356,7 +356,7 @@ TensorView channels_last(const OwnedTensor<T>& x, std::vector<T>& buffer) {
 // channels-last layout giving the same bits as the contiguous one. The grid-gradient tolerance is
 // float32's own: PyTorch's float32 kernel is as far from float64 on these inputs (bicubic: 2.5e-3).
 TEST(GridSampler2d, Float32TilesMatchFloat64AndChannelsLast) {
-  const detail::ForcedGridSamplerStrategy tiles(detail::GridSamplerStrategy::kTiles);
+  const detail::StrategyForTesting tiles(detail::GridSampler2dStrategy::kTiles);
   for (int64_t C : {8, 13, 16})
     for (int mode : {0, 1, 2}) {
       GridSampler2dParams p;
@@ -560,10 +560,10 @@ TEST(GridSampler2d, ThreadCountDoesNotChangeBits) {
   // Tiles: N = 1 and 3 take the two-pass backward (split by runs and channel blocks), N = 8 the fused
   // one with 1-4 threads. Planes: N = 1 and 3 split the input gradient into bands of rows (more bands
   // for more threads), N = 8 gives a batch per task. Every path must give the same bytes.
-  for (auto strategy : {detail::GridSamplerStrategy::kTiles, detail::GridSamplerStrategy::kPlanes})
+  for (auto strategy : {detail::GridSampler2dStrategy::kTiles, detail::GridSampler2dStrategy::kPlanes})
     for (int mode : {0, 1, 2})
       for (int64_t N : {1, 3, 8}) {
-        const detail::ForcedGridSamplerStrategy forced(strategy);
+        const detail::StrategyForTesting forced(strategy);
         GridSampler2dParams p;
         p.interpolation_mode = static_cast<GridSamplerInterpolation>(mode);
         p.padding_mode = GridSamplerPadding::kZeros;
@@ -597,8 +597,8 @@ TEST(GridSampler2d, FewChannelsGiveTheSameBitsOnEitherStrategy) {
           auto x = random_tensor<float>({N, C, H, W}, 81);
           auto grid = random_tensor<float>({N, H, W, 2}, 82, -1.3, 1.3);
           auto g = random_tensor<float>({N, C, H, W}, 83);
-          auto run = [&](detail::GridSamplerStrategy strategy) {
-            const detail::ForcedGridSamplerStrategy forced(strategy);
+          auto run = [&](detail::GridSampler2dStrategy strategy) {
+            const detail::StrategyForTesting forced(strategy);
             OwnedTensor<float> y({N, C, H, W}), gi(x.view.sizes()), gg(grid.view.sizes());
             grid_sampler_2d(x.view, grid.view, y.view, p);
             grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
@@ -606,8 +606,8 @@ TEST(GridSampler2d, FewChannelsGiveTheSameBitsOnEitherStrategy) {
           };
           SCOPED_TRACE("C " + std::to_string(C) + " mode " + std::to_string(mode) + " padding " +
                        std::to_string(padding) + " align " + std::to_string(align));
-          const std::vector<float> automatic = run(detail::GridSamplerStrategy::kAuto);
-          for (auto strategy : {detail::GridSamplerStrategy::kTiles, detail::GridSamplerStrategy::kPlanes}) {
+          const std::vector<float> automatic = run(detail::GridSampler2dStrategy::kAuto);
+          for (auto strategy : {detail::GridSampler2dStrategy::kTiles, detail::GridSampler2dStrategy::kPlanes}) {
             const std::vector<float> forced = run(strategy);
             ASSERT_EQ(forced.size(), automatic.size());
             EXPECT_EQ(0, std::memcmp(forced.data(), automatic.data(), automatic.size() * sizeof(float)));
@@ -619,7 +619,7 @@ TEST(GridSampler2d, FewChannelsGiveTheSameBitsOnEitherStrategy) {
 // channels, one-pixel rows and columns, a grid reaching beyond a reflection, both alignments; N = 1 so
 // that the backward splits the rows into bands.
 TEST(GridSampler2d, PlanesMatchNaiveLoops) {
-  const detail::ForcedGridSamplerStrategy planes(detail::GridSamplerStrategy::kPlanes);
+  const detail::StrategyForTesting planes(detail::GridSampler2dStrategy::kPlanes);
   for (auto [N, C, H, W] : std::vector<std::array<int64_t, 4>>{{1, 1, 9, 70}, {2, 3, 1, 6}, {1, 5, 7, 1}, {3, 9, 6, 5}})
     for (int mode : {0, 1, 2})
       for (int padding : {0, 1, 2})
@@ -668,14 +668,14 @@ void expect_strategies_agree(int mode, int padding) {
   std::vector<T> x_buffer;
   const TensorView x_last = channels_last(x, x_buffer);
   std::vector<float> results[2];
-  for (auto strategy : {detail::GridSamplerStrategy::kTiles, detail::GridSamplerStrategy::kPlanes}) {
-    const detail::ForcedGridSamplerStrategy forced(strategy);
+  for (auto strategy : {detail::GridSampler2dStrategy::kTiles, detail::GridSampler2dStrategy::kPlanes}) {
+    const detail::StrategyForTesting forced(strategy);
     OwnedTensor<T> y({N, C, Ho, Wo}, T{}), gi(x.view.sizes(), T{}), gg(grid.view.sizes(), T{}), y2(y.view.sizes(), T{});
     grid_sampler_2d(x.view, grid.view, y.view, p);
     grid_sampler_2d(x_last, grid.view, y2.view, p);
     EXPECT_EQ(std::memcmp(y.data(), y2.data(), y.storage.size() * sizeof(T)), 0);
     grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
-    std::vector<float>& r = results[strategy == detail::GridSamplerStrategy::kPlanes];
+    std::vector<float>& r = results[strategy == detail::GridSampler2dStrategy::kPlanes];
     for (const auto* t : {&y, &gi, &gg})
       for (T v : t->storage) r.push_back(load_as<float>(v));
   }
@@ -737,7 +737,7 @@ TEST(Gather, AdjacentTapsAtEveryLevel) {
 // (The checked loads through int64 offsets, taken by float16/bfloat16 planes, are compared with the tiles
 // in TilesAndPlanesAgree.)
 TEST(GridSampler2d, PlaneGathersMatchCheckedLoads) {
-  const detail::ForcedGridSamplerStrategy planes(detail::GridSamplerStrategy::kPlanes);
+  const detail::StrategyForTesting planes(detail::GridSampler2dStrategy::kPlanes);
   for (int mode : {0, 1, 2}) {
     GridSampler2dParams p;
     p.interpolation_mode = static_cast<GridSamplerInterpolation>(mode);
@@ -768,10 +768,10 @@ TEST(GridSampler2d, BinnedPlanesMatchTiles) {
       auto g = random_tensor<float>({N, C, Ho, Wo}, 103);
       std::vector<float> results[3];
       int run = 0;
-      for (auto [strategy, threads] : std::vector<std::pair<detail::GridSamplerStrategy, int>>{
-               {detail::GridSamplerStrategy::kTiles, 2}, {detail::GridSamplerStrategy::kPlanes, 1},
-               {detail::GridSamplerStrategy::kPlanes, 3}}) {
-        const detail::ForcedGridSamplerStrategy forced(strategy);
+      for (auto [strategy, threads] : std::vector<std::pair<detail::GridSampler2dStrategy, int>>{
+               {detail::GridSampler2dStrategy::kTiles, 2}, {detail::GridSampler2dStrategy::kPlanes, 1},
+               {detail::GridSampler2dStrategy::kPlanes, 3}}) {
+        const detail::StrategyForTesting forced(strategy);
         set_num_threads(threads);
         OwnedTensor<float> y({N, C, Ho, Wo}), gi(x.view.sizes()), gg(grid.view.sizes());
         grid_sampler_2d(x.view, grid.view, y.view, p);
@@ -824,13 +824,13 @@ void expect_point_vectors_match_tiles(int mode, int padding, bool align) {
       };
       std::vector<T> tiles, tiles_backward;
       {
-        const detail::ForcedGridSamplerStrategy forced(detail::GridSamplerStrategy::kTiles);
+        const detail::StrategyForTesting forced(detail::GridSampler2dStrategy::kTiles);
         OwnedTensor<T> y({N, C, Ho, Wo});
         grid_sampler_2d(x.view, grid.view, y.view, p);
         tiles = y.storage;
         tiles_backward = backward();
       }
-      const detail::ForcedGridSamplerStrategy forced(detail::GridSamplerStrategy::kPlanes);
+      const detail::StrategyForTesting forced(detail::GridSampler2dStrategy::kPlanes);
       testing::for_each_simd_level([&] {
         const std::vector<T> planes_backward = backward();
         ASSERT_EQ(std::memcmp(planes_backward.data(), tiles_backward.data(), tiles_backward.size() * sizeof(T)), 0);
@@ -872,7 +872,7 @@ TEST(GridSampler2d, TilesAndPlanesAgree) {
 
 // The two backward paths (fused per batch, or two passes) sum every element in the same order.
 TEST(GridSampler2d, FusedAndTwoPassBackwardAgreeBitwise) {
-  const detail::ForcedGridSamplerStrategy tiles(detail::GridSamplerStrategy::kTiles);
+  const detail::StrategyForTesting tiles(detail::GridSampler2dStrategy::kTiles);
   GridSampler2dParams p;
   auto x = random_tensor<float>({4, 6, 10, 12}, 41);
   auto grid = random_tensor<float>({4, 30, 20, 2}, 42, -1.1, 1.1);
@@ -891,7 +891,7 @@ TEST(GridSampler2d, FusedAndTwoPassBackwardAgreeBitwise) {
 // plane strategy, also when the tiles are forced: every mode samples the value, and the grid gradient
 // of a constant plane is zero.
 TEST(GridSampler2d, PlanesBeyondTheTilesInt32PixelsRun) {
-  const detail::ForcedGridSamplerStrategy tiles(detail::GridSamplerStrategy::kTiles);
+  const detail::StrategyForTesting tiles(detail::GridSampler2dStrategy::kTiles);
   float value = 2.5f;
   const TensorView huge(&value, DType::kFloat32, {1, 1, 46342, 46342}, {0, 0, 0, 0});
   OwnedTensor<float> grid({1, 2, 3, 2}, 0.25f), y({1, 1, 2, 3}), g({1, 1, 2, 3}, 1.0f), gg({1, 2, 3, 2});

@@ -8,6 +8,7 @@
 
 #include "detail/convert.h"
 #include "detail/ms_deform_attn.h"
+#include "detail/strategy.h"
 #include "spatialgrad/ms_deform_attn.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"
@@ -190,21 +191,22 @@ TEST(MsDeformAttn, ThreadCountDoesNotChangeBits) {
 
 // ---- the two strategies (docs/design.md, "ms_deform_attn: packed or direct") ---------------------------------
 
-using detail::DeformAttnStrategy;
-using detail::ForcedDeformAttnStrategy;
+using detail::MsDeformAttnStrategy;
+using detail::StrategyForTesting;
 
-constexpr DeformAttnStrategy kBothStrategies[] = {DeformAttnStrategy::kPacked, DeformAttnStrategy::kDirect};
+constexpr MsDeformAttnStrategy kBothStrategies[] = {MsDeformAttnStrategy::kPacked, MsDeformAttnStrategy::kDirect};
 
-const char* strategy_name(DeformAttnStrategy s) {
-  return s == DeformAttnStrategy::kPacked ? "packed" : s == DeformAttnStrategy::kDirect ? "direct" : "auto";
+// The strategy's name in the table (detail/strategy.h): the list's order, after kAuto.
+std::string strategy_name(MsDeformAttnStrategy s) {
+  return detail::strategy_names("ms_deform_attn").at(static_cast<size_t>(s) - 1);
 }
 
-class MsDeformAttnStrategy : public ::testing::TestWithParam<DeformAttnStrategy> {};
+class MsDeformAttnEachStrategy : public ::testing::TestWithParam<MsDeformAttnStrategy> {};
 
 // Each strategy alone against the naive loops: levels of one pixel, odd sizes, a vector tail (C = 13),
 // points outside the levels, and a level the backward walks sorted by row in several chunks.
-TEST_P(MsDeformAttnStrategy, MatchesNaiveLoop) {
-  const ForcedDeformAttnStrategy forced(GetParam());
+TEST_P(MsDeformAttnEachStrategy, MatchesNaiveLoop) {
+  const StrategyForTesting forced(GetParam());
   for (const int64_t channels : {1, 8, 13, 32}) {
     for (const Shapes& shapes :
          {Shapes{{1, 1}}, Shapes{{5, 7}, {3, 2}, {1, 4}}, Shapes{{8, 8}, {4, 4}, {2, 2}, {1, 1}}}) {
@@ -219,8 +221,8 @@ TEST_P(MsDeformAttnStrategy, MatchesNaiveLoop) {
   expect_matches_naive<float>(sorted, 2e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Strategies, MsDeformAttnStrategy, ::testing::ValuesIn(kBothStrategies),
-                         [](const auto& info) { return std::string(strategy_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Strategies, MsDeformAttnEachStrategy, ::testing::ValuesIn(kBothStrategies),
+                         [](const auto& info) { return strategy_name(info.param); });
 
 // Every output of both directions as bytes.
 template <class T>
@@ -241,11 +243,11 @@ std::vector<unsigned char> result_bytes(const Case& k) {
 template <class T>
 void expect_strategies_agree(const Case& k) {
   const std::vector<unsigned char> packed = [&] {
-    const ForcedDeformAttnStrategy forced(DeformAttnStrategy::kPacked);
+    const StrategyForTesting forced(MsDeformAttnStrategy::kPacked);
     return result_bytes<T>(k);
   }();
   for (const int64_t band_pixels : {0, 1, 7}) {
-    const ForcedDeformAttnStrategy forced(DeformAttnStrategy::kDirect, band_pixels);
+    const StrategyForTesting forced(MsDeformAttnStrategy::kDirect, band_pixels);
     EXPECT_TRUE(result_bytes<T>(k) == packed) << "packed and direct differ, bands of " << band_pixels;
   }
   EXPECT_TRUE(result_bytes<T>(k) == packed) << "packed and the cost model's choice differ";
@@ -273,14 +275,14 @@ TYPED_TEST(MsDeformAttnStrategies, GiveTheSameBits) {
 // of 16 points and 256 channels that is 1638 queries, so 1700 queries take two blocks.
 TEST(MsDeformAttn, QueriesInSeveralBackwardBlocksMatchNaive) {
   Case k(1, 1, 256, 1700, 16, {{6, 6}, {3, 3}, {2, 2}, {1, 1}}, 23);
-  for (const DeformAttnStrategy strategy : kBothStrategies) {
-    const ForcedDeformAttnStrategy forced(strategy);
+  for (const MsDeformAttnStrategy strategy : kBothStrategies) {
+    const StrategyForTesting forced(strategy);
     expect_matches_naive<double>(k, 1e-11);
   }
 }
 
 TEST(MsDeformAttn, DirectStrategyThreadCountDoesNotChangeBits) {
-  const ForcedDeformAttnStrategy direct(DeformAttnStrategy::kDirect);
+  const StrategyForTesting direct(MsDeformAttnStrategy::kDirect);
   Case k(2, 8, 24, 300, 4, {{32, 32}, {16, 16}, {8, 8}, {4, 4}}, 31);
   testing::expect_same_bits_for_thread_counts({1, 2, 3}, [&] {
     const Results<float> r = run<float>(k);
@@ -380,12 +382,12 @@ TEST(MsDeformAttn, StridedAndNegativeStrideViewsGiveIdenticalBits) {
     GradValue grad_value;
   };
   struct Forced {
-    DeformAttnStrategy strategy;
+    MsDeformAttnStrategy strategy;
     int64_t band_pixels;
   };
-  for (const Forced& f : {Forced{DeformAttnStrategy::kPacked, 0}, Forced{DeformAttnStrategy::kDirect, 0},
-                          Forced{DeformAttnStrategy::kDirect, 5}}) {
-    const ForcedDeformAttnStrategy forced(f.strategy, f.band_pixels);
+  for (const Forced& f : {Forced{MsDeformAttnStrategy::kPacked, 0}, Forced{MsDeformAttnStrategy::kDirect, 0},
+                          Forced{MsDeformAttnStrategy::kDirect, 5}}) {
+    const StrategyForTesting forced(f.strategy, f.band_pixels);
     for (const Inputs& in :
          {Inputs{&value.view, &loc.view, &attn.view, &go.view, GradValue::kSpread},
           Inputs{&value_flip.view, &loc_flip.view, &attn_flip.view, &go_flip.view, GradValue::kSpread},
@@ -423,8 +425,8 @@ TEST(MsDeformAttn, OutOfRangeAndNonFinitePointsContributeNothing) {
     k.loc[2 * p] = xs[p];
     k.loc[2 * p + 1] = ys[p];
   }
-  for (const DeformAttnStrategy strategy : kBothStrategies) {
-    const ForcedDeformAttnStrategy forced(strategy);
+  for (const MsDeformAttnStrategy strategy : kBothStrategies) {
+    const StrategyForTesting forced(strategy);
     const Results<double> r = run<double>(k);
     for (double v : r.out.storage) EXPECT_EQ(v, 0.0);
     for (double v : r.grad_value.storage) EXPECT_EQ(v, 0.0);

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "detail/roi_align_geometry.h"
+#include "detail/strategy.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"
 
@@ -109,13 +110,13 @@ TEST_P(RoiAlignSweep, ForwardAndBackwardMatchNaiveLoops) {
     roi_align_backward(g.view, boxes.view, {B, C, H, W}, gi.view, p);
     // Each kernel (and the backward's bands of 1 and 3 rows, which cut samples between two tasks) gives the
     // bits of the automatic choice.
-    for (auto path : {detail::RoiAlignPath::kDirect, detail::RoiAlignPath::kPacked, detail::RoiAlignPath::kPackedNarrow}) {
+    for (auto path : {detail::RoiAlignStrategy::kDirect, detail::RoiAlignStrategy::kPacked, detail::RoiAlignStrategy::kPackedNarrow}) {
       for (int64_t band_rows : {0, 1, 3}) {
-        detail::set_roi_align_path_for_testing(path, band_rows);
+        detail::set_strategy_for_testing(path, band_rows);
         OwnedTensor<double> y2({K, C, PH, PW}, 99.0), gi2({B, C, H, W}, 99.0);
         roi_align(x.view, boxes.view, y2.view, p);
         roi_align_backward(g.view, boxes.view, {B, C, H, W}, gi2.view, p);
-        detail::set_roi_align_path_for_testing(detail::RoiAlignPath::kAuto);
+        detail::set_strategy_for_testing(detail::RoiAlignStrategy::kAuto);
         EXPECT_EQ(0, std::memcmp(y2.data(), y.data(), y.storage.size() * sizeof(double)));
         EXPECT_EQ(0, std::memcmp(gi2.data(), gi.data(), gi.storage.size() * sizeof(double)));
       }
@@ -162,13 +163,13 @@ TEST(RoiAlign, AscendWorkedExample) {
 // Runs `check` with every kernel forced (and the automatic choice), restoring the cost model afterwards.
 template <class Check>
 void for_each_path(Check&& check) {
-  for (auto path : {detail::RoiAlignPath::kAuto, detail::RoiAlignPath::kDirect, detail::RoiAlignPath::kPacked,
-                    detail::RoiAlignPath::kPackedNarrow}) {
+  for (auto path : {detail::RoiAlignStrategy::kAuto, detail::RoiAlignStrategy::kDirect, detail::RoiAlignStrategy::kPacked,
+                    detail::RoiAlignStrategy::kPackedNarrow}) {
     SCOPED_TRACE(::testing::Message() << "path " << static_cast<int>(path));
-    detail::set_roi_align_path_for_testing(path);
+    detail::set_strategy_for_testing(path);
     check();
   }
-  detail::set_roi_align_path_for_testing(detail::RoiAlignPath::kAuto);
+  detail::set_strategy_for_testing(detail::RoiAlignStrategy::kAuto);
 }
 
 // Every kernel at every thread count gives the bits of the direct kernel at one thread: the kernels sum each
@@ -246,12 +247,12 @@ TEST(RoiAlign, EdgeShapesMatchNaiveLoopsInEveryKernel) {
             }
           });
     }
-    for (auto path : {detail::RoiAlignPath::kDirect, detail::RoiAlignPath::kPacked, detail::RoiAlignPath::kPackedNarrow}) {
-      detail::set_roi_align_path_for_testing(path, 1);
+    for (auto path : {detail::RoiAlignStrategy::kDirect, detail::RoiAlignStrategy::kPacked, detail::RoiAlignStrategy::kPackedNarrow}) {
+      detail::set_strategy_for_testing(path, 1);
       OwnedTensor<double> y({K, C, 3, 2}, 99.0), gi({B, C, H, W}, 99.0);
       roi_align(x.view, boxes.view, y.view, p);
       roi_align_backward(g.view, boxes.view, {B, C, H, W}, gi.view, p);
-      detail::set_roi_align_path_for_testing(detail::RoiAlignPath::kAuto);
+      detail::set_strategy_for_testing(detail::RoiAlignStrategy::kAuto);
       testing::expect_all_near(y.storage, y_ref, 1e-12);
       testing::expect_all_near(gi.storage, gi_ref, 1e-12);
     }

@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "detail/grid_sampler_2d_strategy.h"
+#include "detail/strategy.h"
 #include "simd_levels.h"
 #include "spatialgrad/avg_pool2d.h"
 #include "spatialgrad/grid_sampler_2d.h"
@@ -195,9 +195,9 @@ std::vector<uint8_t> sample(int64_t N, int64_t C, int64_t H, int64_t W, int64_t 
 
 template <class T>
 void expect_sampler_levels_agree() {
-  using detail::GridSamplerStrategy;
-  for (GridSamplerStrategy strategy : {GridSamplerStrategy::kAuto, GridSamplerStrategy::kTiles, GridSamplerStrategy::kPlanes}) {
-    const detail::ForcedGridSamplerStrategy forced(strategy);
+  using detail::GridSampler2dStrategy;
+  for (GridSampler2dStrategy strategy : {GridSampler2dStrategy::kAuto, GridSampler2dStrategy::kTiles, GridSampler2dStrategy::kPlanes}) {
+    const detail::StrategyForTesting forced(strategy);
     for (int mode : {0, 1, 2})
       for (int padding : {0, 1, 2})
         for (bool align : {false, true}) {

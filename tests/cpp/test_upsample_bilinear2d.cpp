@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "detail/upsample_bilinear2d_axis.h"
+#include "detail/strategy.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"
 
@@ -343,13 +344,7 @@ TEST(UpsampleBilinear2d, ThreadCountDoesNotChangeBits) {
 
 // ---- issue 31's strategies: every path against float loops in the same order, and against each other -------
 
-using detail::UpsamplePath;
-
-// Forces the strategies for a scope (tests run one at a time), then restores the cost model's choice.
-struct ForcedPaths {
-  ForcedPaths(UpsamplePath forward, UpsamplePath backward) { detail::force_upsample_path(forward, backward); }
-  ~ForcedPaths() { detail::force_upsample_path(UpsamplePath::kAuto, UpsamplePath::kAuto); }
-};
+using detail::UpsampleBilinear2dStrategy;
 
 // The forward and backward as float loops with the kernels' operations in their order: per output value
 // a0 * (l0 * x00 + l1 * x01) + a1 * (l0 * x10 + l1 * x11); per input value the sum over its W sources (in
@@ -424,10 +419,10 @@ TEST(UpsampleStrategies, EveryPathGivesTheBitsOfTheOrderedLoops) {
     auto x = random_tensor<float>(p.shape(p.h, p.w), 51);
     auto g = random_tensor<float>(p.shape(p.oh, p.ow), 52);
     const std::vector<float> y_ref = loops.forward(x.storage), gi_ref = loops.backward(g.storage);
-    for (UpsamplePath path : {UpsamplePath::kAuto, UpsamplePath::kLanes, UpsamplePath::kDirect, UpsamplePath::kRows}) {
+    for (UpsampleBilinear2dStrategy path : {UpsampleBilinear2dStrategy::kAuto, UpsampleBilinear2dStrategy::kLanes, UpsampleBilinear2dStrategy::kDirect, UpsampleBilinear2dStrategy::kRows}) {
       SCOPED_TRACE(::testing::Message() << "path " << static_cast<int>(path) << " layout " << static_cast<int>(p.layout)
                                         << " c=" << p.c << " " << p.h << "x" << p.w << " -> " << p.oh << "x" << p.ow);
-      const ForcedPaths forced(path, path);
+      const detail::StrategyForTesting forced(path);
       OwnedTensor<float> y(p.shape(p.oh, p.ow), 7.0f), gi(p.shape(p.h, p.w), 7.0f);
       upsample_bilinear2d(x.view, y.view, {{p.oh, p.ow}, p.align_corners, p.scales_h, p.scales_w, p.layout});
       upsample_bilinear2d_backward(g.view, p.shape(p.h, p.w), gi.view,
@@ -448,8 +443,8 @@ TEST(UpsampleStrategies, EveryPathIsIndependentOfTheThreadCount) {
       const std::vector<int64_t> out_shape =
           upsample_bilinear2d_output_shape(x.view.sizes(), {{oh, ow}, false, 0.0, 0.0, layout});
       auto g = random_tensor<float>(out_shape, 62);
-      for (UpsamplePath path : {UpsamplePath::kLanes, UpsamplePath::kDirect, UpsamplePath::kRows}) {
-        const ForcedPaths forced(path, path);
+      for (UpsampleBilinear2dStrategy path : {UpsampleBilinear2dStrategy::kLanes, UpsampleBilinear2dStrategy::kDirect, UpsampleBilinear2dStrategy::kRows}) {
+        const detail::StrategyForTesting forced(path);
         testing::expect_same_bits_for_thread_counts({1, 2, 3}, [&] {
           OwnedTensor<float> y(out_shape), gi(x.view.sizes());
           upsample_bilinear2d(x.view, y.view, {{oh, ow}, false, 0.0, 0.0, layout});
@@ -469,8 +464,8 @@ TEST(UpsampleStrategies, RowsWithGapsGiveTheBitsOfContiguousRows) {
       const Problem p{2, c, 20, 18, 9, 31, false, 0.0, 0.0, layout};
       auto x = random_tensor<float>(p.shape(p.h, p.w), 71);
       auto g = random_tensor<float>(p.shape(p.oh, p.ow), 72);
-      for (UpsamplePath path : {UpsamplePath::kLanes, UpsamplePath::kDirect, UpsamplePath::kRows}) {
-        const ForcedPaths forced(path, path);
+      for (UpsampleBilinear2dStrategy path : {UpsampleBilinear2dStrategy::kLanes, UpsampleBilinear2dStrategy::kDirect, UpsampleBilinear2dStrategy::kRows}) {
+        const detail::StrategyForTesting forced(path);
         OwnedTensor<float> y(p.shape(p.oh, p.ow)), gi(p.shape(p.h, p.w));
         upsample_bilinear2d(x.view, y.view, {{p.oh, p.ow}, false, 0.0, 0.0, layout});
         upsample_bilinear2d_backward(g.view, p.shape(p.h, p.w), gi.view, {{p.oh, p.ow}, false, 0.0, 0.0, layout});

@@ -1,6 +1,7 @@
 // avg_pool2d's lane layout: images whose innermost axis is a run of "lanes" that every loop runs over in
 // one vector pass (the channels of a channels-last tensor, or planes packed side by side into a tile),
-// the moves between that layout and a tensor's, and the choice of kernel family (docs/design.md).
+// and the moves between that layout and a tensor's (docs/design.md). The families, planes, plane tiles,
+// channels-last lanes and direct, are avg_pool2d's strategies (detail/strategy.h).
 #pragma once
 
 #include <algorithm>
@@ -11,17 +12,6 @@
 #include "detail/simd.h"
 
 namespace spatialgrad::detail {
-
-// Which kernel family runs a call: planes (one plane's rows at a time), plane tiles (lanes = planes
-// packed into an L1-sized tile), channels-last (lanes = channels of the tensor itself) or direct (small
-// calls: each value straight from the window tables, on one thread; pinned, it runs where the axes fit
-// its tables and the planes number at most 1024, and the cost model chooses elsewhere). kAuto: the cost
-// model of avg_pool2d.cpp. Every family gives the same bits (the same sums in the same order per value).
-enum class PoolStrategy { kAuto, kPlanes, kPlaneTiles, kChannelsLast, kDirect };
-
-// Pins the family of later avg_pool2d calls (tests of one family against another, crossover
-// measurements); kAuto restores the cost model. Process-wide; not for use while calls run.
-void pin_pool_strategy(PoolStrategy strategy);
 
 // Element (h, w, lane k) of an image at data[h * row + w * pixel + k * lane].
 template <class U>

@@ -28,28 +28,6 @@ DeformProblem validate_deform_attn(const char* op, const TensorView& value, cons
                                    const TensorView& level_start_index, const TensorView& sampling_locations,
                                    const TensorView& attention_weights);
 
-// The strategies of the first-order kernels (docs/design.md, "ms_deform_attn: packed or direct"):
-// kPacked copies each (batch, head) slice of value into a padded buffer (and sums its gradient in one);
-// kDirect reads value and adds into grad_value where they are. Both give the same bits; kAuto chooses by
-// a cost model and the scratch bound.
-enum class DeformAttnStrategy { kAuto, kPacked, kDirect };
-
-// Forces the strategy of every later first-order call in the process (kAuto: the cost model), and, when
-// band_pixels > 0, the size of the gradient bands of a direct backward that cannot add in place (else they
-// follow the scratch bound). For tests: set it while no call runs. Defined in ms_deform_attn.cpp.
-void force_deform_attn_strategy(DeformAttnStrategy strategy, int64_t band_pixels = 0);
-
-// Forces a strategy (and band size) for the lifetime of the object.
-class ForcedDeformAttnStrategy {
- public:
-  explicit ForcedDeformAttnStrategy(DeformAttnStrategy s, int64_t band_pixels = 0) {
-    force_deform_attn_strategy(s, band_pixels);
-  }
-  ~ForcedDeformAttnStrategy() { force_deform_attn_strategy(DeformAttnStrategy::kAuto); }
-  ForcedDeformAttnStrategy(const ForcedDeformAttnStrategy&) = delete;
-  ForcedDeformAttnStrategy& operator=(const ForcedDeformAttnStrategy&) = delete;
-};
-
 // A located point: its top-left corner (hl, wl), in [-1, H-1] x [-1, W-1] (a corner outside the
 // level reads as zero), its fractional offsets (lh, lw) and the corner weights, in the order
 // (hl, wl), (hl, wl+1), (hl+1, wl), (hl+1, wl+1): hh*hw, hh*lw, lh*hw, lh*lw.

@@ -22,16 +22,6 @@
 
 namespace spatialgrad::detail {
 
-// The kernels of a call (docs/design.md, issue 31's shape-aware strategies: roi_align): kDirect reads and
-// writes the planes themselves, a few channels at a time; kPacked goes through channel-interleaved patches of
-// an image's sampled region, 64 bytes per pixel (16 floats), kPackedNarrow 16 bytes (4 floats: for few
-// channels; the backward only, the forward takes kPacked). kAuto: the cost model in roi_align.cpp chooses. All
-// sum every element in the same order with the same operations, so they give the same bits.
-enum class RoiAlignPath { kAuto, kDirect, kPacked, kPackedNarrow };
-// Tests only: every later call takes `path` (kAuto restores the cost model) and, when band_rows > 0, cuts the
-// backward's planes into bands of that many rows. Not synchronised.
-void set_roi_align_path_for_testing(RoiAlignPath path, int64_t band_rows = 0);
-
 // One sample along one axis: its two neighbouring pixels (equal at the far edge) and their weights.
 template <class Acc>
 struct RoiTap {

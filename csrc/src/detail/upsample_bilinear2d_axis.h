@@ -103,10 +103,4 @@ int64_t read_inputs(const LinearAxis<Acc>& axis) {
   return count;
 }
 
-// The strategies of upsample_bilinear2d (docs/design.md, "Shape-aware strategies"): kAuto lets the cost
-// model choose; tests force each in turn (process-wide, not for concurrent calls). A forced strategy that
-// cannot take a call (kDirect for float16 or bfloat16, or for NCHW rows with gaps) falls back to the choice.
-enum class UpsamplePath { kAuto, kLanes, kDirect, kRows };
-void force_upsample_path(UpsamplePath forward, UpsamplePath backward);
-
 }  // namespace spatialgrad::detail
