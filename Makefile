@@ -6,7 +6,7 @@ JOBS    ?= 2
 CMAKE   := cmake
 ROOT    := $(CURDIR)
 
-.PHONY: all bootstrap install cpp-test python-test test test-debian13 asan-test clang-test fuzz lint demo examples bench bench-per-call bench-load bench-e2e sweep performance clean
+.PHONY: all bootstrap install cpp-test python-test test test-debian13 asan-test clang-test fuzz lint demo examples bench bench-per-call bench-load bench-e2e sweep performance generate clean
 
 all: test
 
@@ -30,6 +30,12 @@ python-test: install
 	cd /tmp && SPATIALGRAD_SOURCE_DIR=$(ROOT) SPATIALGRAD_REQUIRE_TORCH=$${SPATIALGRAD_REQUIRE_TORCH:-1} $(PY) -m pytest -p no:cacheprovider -q $(ROOT)/tests/python
 
 test: cpp-test python-test
+
+# The files made from the operator table (operators.toml) and the strategy lists (csrc/src/detail/strategy.h);
+# tests fail while one is stale.
+generate: bootstrap
+	$(PY) scripts/generate_operators.py
+	$(PY) scripts/render_strategies.py
 
 # make test and make demo in a clean clone of HEAD inside a Debian 13 root (PyTorch 2.6, NumPy 2.2, gcc 14; made
 # once by debootstrap under build/debian13/ and reused; needs root). DEBIAN13_ARGS passes options and a command,

@@ -8,6 +8,7 @@ import os
 import platform
 import statistics
 import time
+import tomllib
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -26,6 +27,14 @@ class Case:
     baseline_name: str
     bytes_moved: int  # minimal bytes read + written by any implementation (the memory floor)
     dtype: str = "float32"  # of our side
+
+
+def operators() -> List[str]:
+    """The operators, in the operator table's order (operators.toml): one bench/ops/<name>.py and one
+    bench/sweep_ops/<name>.py each."""
+    table = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "operators.toml")
+    with open(table, "rb") as f:
+        return list(tomllib.load(f)["operators"])
 
 
 def versions() -> Dict[str, str]:

@@ -37,10 +37,10 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import time_pair, versions, versions_line, write_json  # noqa: E402
+from common import operators, time_pair, versions, versions_line, write_json  # noqa: E402
 
-# Adding an operator: write bench/ops/<name>.py with cases(rng) and add its name here.
-OPS = ["avg_pool2d", "upsample_bilinear2d", "grid_sampler_2d", "roi_align", "ms_deform_attn"]
+# Each operator of the table has bench/ops/<name>.py with cases(rng).
+OPS = operators()
 
 
 def copy_bandwidth(torch) -> float:

@@ -50,9 +50,9 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import nbytes, time_pair, versions, versions_line, write_json  # noqa: E402
+from common import nbytes, operators, time_pair, versions, versions_line, write_json  # noqa: E402
 
-OPS = ["avg_pool2d", "upsample_bilinear2d", "grid_sampler_2d", "roi_align", "ms_deform_attn"]
+OPS = operators()  # each with bench/sweep_ops/<name>.py
 DIRECTIONS = ("forward", "backward")
 MIB = 1 << 20
 BOUND_FLOOR = 64 * MIB  # issue 31: scratch <= max(64 MiB, 25% of inputs + outputs)

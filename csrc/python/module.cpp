@@ -1,4 +1,6 @@
-// spatialgrad._core: the pybind11 module. Each operator binds itself in its own file (listed below).
+// spatialgrad._core: the pybind11 module. Each operator of the table (operators.toml) binds itself in its own
+// file, csrc/python/<op>.cpp, as bind_<op>(); CMake writes their list, spatialgrad_operators.inc, a line
+// SG_TABLE_OPERATOR(<op>) per operator.
 #include <pybind11/pybind11.h>
 
 #include "numpy_view.h"
@@ -7,12 +9,9 @@
 #include "spatialgrad/parallel.h"
 
 namespace spatialgrad::python {
-// One bind_<op>() per operator, defined in csrc/python/<op>.cpp: the list of operators of this layer.
-void bind_avg_pool2d(py::module_& m);
-void bind_upsample_bilinear2d(py::module_& m);
-void bind_grid_sampler_2d(py::module_& m);
-void bind_roi_align(py::module_& m);
-void bind_ms_deform_attn(py::module_& m);
+#define SG_TABLE_OPERATOR(op) void bind_##op(py::module_& m);
+#include "spatialgrad_operators.inc"
+#undef SG_TABLE_OPERATOR
 void bind_ascend(py::module_& m);
 void bind_host_executor(py::module_& m);  // not an operator: NumPy calls on a host framework's pool
 }  // namespace spatialgrad::python
@@ -49,11 +48,9 @@ PYBIND11_MODULE(_core, m) {
         "(it is kept so that a training loop does not pay for fresh pages each step); arrays still alive stay.\n\n"
         "Example::\n\n"
         "    spatialgrad.clear_memory_cache()  # the pages of dead large results go back to the system\n");
-  sg::python::bind_avg_pool2d(m);
-  sg::python::bind_upsample_bilinear2d(m);
-  sg::python::bind_grid_sampler_2d(m);
-  sg::python::bind_roi_align(m);
-  sg::python::bind_ms_deform_attn(m);
+#define SG_TABLE_OPERATOR(op) sg::python::bind_##op(m);
+#include "spatialgrad_operators.inc"
+#undef SG_TABLE_OPERATOR
   sg::python::bind_ascend(m);
   sg::python::bind_host_executor(m);
 }

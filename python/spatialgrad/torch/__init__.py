@@ -41,14 +41,11 @@ from ._operators import MODULES as _OPERATOR_MODULES  # each operator's module: 
 # The adapters read it at each call: setting it False switches them to the Python path.
 native = _common.native
 
-# Type checkers (the package ships py.typed) cannot run the list: they read the same functions by name here, and
-# tests/python/test_operator_table.py checks that these names are __all__'s.
+# Type checkers (the package ships py.typed) cannot run the list: they read the same functions by name from
+# _operators (generated from operators.toml), and tests/python/test_operator_table.py checks that these names are
+# __all__'s.
 if TYPE_CHECKING:
-    from ._avg_pool2d import avg_pool2d
-    from ._grid_sampler_2d import grid_sample
-    from ._ms_deform_attn import ms_deform_attn, ms_deform_attn_reference
-    from ._roi_align import roi_align
-    from ._upsample_bilinear2d import upsample_bilinear2d
+    from ._operators import *  # noqa: F401,F403
 else:
     globals().update((function.__name__, function) for module in _OPERATOR_MODULES for function in module.PUBLIC)
 
