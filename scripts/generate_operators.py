@@ -8,10 +8,11 @@
 Each generated file says so in its first line. CMake reads the table itself (the [operators.<name>] headers).
 """
 import argparse
+import re
 import sys
 import tomllib
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "operators.toml"
@@ -22,7 +23,7 @@ def load(path: Path = TABLE) -> dict:
     with open(path, "rb") as f:
         table = tomllib.load(f)
     for name, operator in table["operators"].items():
-        for key in ("ascend", "functional", "torch", "core"):
+        for key in ("ascend", "functional", "torch", "core", "native"):
             if key not in operator:
                 raise ValueError(f"operators.toml: [operators.{name}] has no {key!r}")
         if operator["core"][0].split("(", 1)[0] != name:
@@ -119,11 +120,145 @@ if TYPE_CHECKING:
 {typed}'''
 
 
+# ---- the native PyTorch operators' forwards (csrc/torch/operators.h, csrc/torch/python.cpp) -------------------
+
+# Schema type -> (the C++ type of a typed dispatcher call, the type pybind11 converts from Python, how the
+# second becomes the first).
+NATIVE_TYPES = {
+    "Tensor": ("const at::Tensor&", "const at::Tensor&", "{}"),
+    "int": ("int64_t", "int64_t", "{}"),
+    "float": ("double", "double", "{}"),
+    "bool": ("bool", "bool", "{}"),
+    "int?": ("c10::optional<int64_t>", "c10::optional<int64_t>", "{}"),
+    "int[]": ("at::IntArrayRef", "const Ints&", "at::IntArrayRef({})"),
+    "int[]?": ("c10::optional<at::IntArrayRef>", "const c10::optional<Ints>&",
+               "{0} ? c10::optional<at::IntArrayRef>(*{0}) : c10::nullopt"),
+    "float[]?": ("c10::optional<c10::ArrayRef<double>>", "const c10::optional<std::vector<double>>&",
+                 "{0} ? c10::optional<c10::ArrayRef<double>>(*{0}) : c10::nullopt"),
+}
+
+
+def native_arguments(schema: str) -> List[Tuple[str, str]]:
+    """(type, name) of each argument of a forward's schema; a fixed size (int[2]) reads as int[]."""
+    arguments = []
+    for argument in split_arguments(schema.split("(", 1)[1].rsplit(") -> ", 1)[0]):
+        kind, name = argument.split("=", 1)[0].split()
+        kind = re.sub(r"\[\d+\]", "[]", kind)
+        if kind not in NATIVE_TYPES:
+            raise ValueError(f"operators.toml: the native schema type {kind!r} ({schema}) has no C++ mapping")
+        arguments.append((kind, name))
+    return arguments
+
+
+def schema_literals(schema: str, width: int = 120) -> List[str]:
+    """A schema as adjacent C++ string literals (which C++ joins), one per line, each line within `width`; cut
+    after an argument's comma."""
+    head, rest = schema.split("(", 1)
+    arguments, result = rest.rsplit(") -> ", 1)
+    pieces = [f"{a.strip()}, " for a in split_arguments(arguments)]
+    pieces[0] = f"{head}({pieces[0]}"
+    pieces[-1] = f"{pieces[-1][:-2]}) -> {result}"
+    lines, line = [], ""
+    for piece in pieces:
+        if line and len(line) + len(piece) + 7 > width:
+            lines.append(line)
+            line = ""
+        line += piece
+    lines.append(line)
+    return [f'    "{text}"' + (";" if k + 1 == len(lines) else "") for k, text in enumerate(lines)]
+
+
+def camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
+def native_header(table: dict) -> str:
+    lines = [f"// {HEADER}",
+             "// The native operators' forward schemas (TORCH_LIBRARY, csrc/torch/<op>.cpp) and the C++ signatures of",
+             "// typed calls of them through the dispatcher (spatialgrad._torch_ops: python.cpp).",
+             "#pragma once", "", "#include <ATen/ATen.h>", "", "namespace spatialgrad::torch_ops {", "",
+             "namespace schema {"]
+    for name, operator in table["operators"].items():
+        lines.append(f"inline constexpr char k{camel(name)}[] =")
+        lines += schema_literals(operator["native"])
+    lines += ["}  // namespace schema", "", "namespace signature {"]
+    for name, operator in table["operators"].items():
+        types = [NATIVE_TYPES[kind][0] for kind, _ in native_arguments(operator["native"])]
+        head = f"using {camel(name)} = at::Tensor("
+        lines.append(wrapped(head, types, ");", len(head)))
+    return "\n".join(lines + ["}  // namespace signature", "", "}  // namespace spatialgrad::torch_ops", ""])
+
+
+def native_python(table: dict) -> str:
+    definitions = []
+    for name, operator in table["operators"].items():
+        arguments = native_arguments(operator["native"])
+        parameters = [f"{NATIVE_TYPES[kind][1]} {argument}" for kind, argument in arguments]
+        values = [NATIVE_TYPES[kind][2].format(argument) for kind, argument in arguments]
+        head = f'  m.def("{name}", []('
+        call = f'    return call(SG_OPERATOR("{name}", signature::{camel(name)}), '
+        definitions.append(wrapped(head, parameters, ") {", len(head)) + "\n" + wrapped(call, values, ");", 16) +
+                           "\n  });")
+    return f"""// {HEADER}
+// spatialgrad._torch_ops: spatialgrad.torch's entry into the operators' forwards. Typed calls through the
+// dispatcher (autograd, tracing and functorch as for torch.ops.spatialgrad.*), without torch.ops' generic matching
+// of Python arguments against the schema, which cost about 2 us of a 5 us call on tiny tensors. The operators are
+// registered by libspatialgrad_torch, which spatialgrad.torch loads first.
+#include <torch/extension.h>
+
+#include <vector>
+
+#include "common.h"
+#include "numpy_view.h"  // without_gil
+#include "operators.h"
+
+namespace spatialgrad::torch_ops {{
+
+namespace {{
+
+namespace py = pybind11;
+using Ints = std::vector<int64_t>;
+
+// op.call(args...) with the GIL released, as PyTorch's own bindings run their operators.
+template <class Sig, class... Args>
+at::Tensor call(const c10::TypedOperatorHandle<Sig>& op, const Args&... args) {{
+  at::Tensor out;
+  python::without_gil([&] {{ out = op.call(args...); }});
+  return out;
+}}
+
+}}  // namespace
+
+PYBIND11_MODULE(_torch_ops, m) {{
+  m.doc() = "spatialgrad.torch's calls of torch.ops.spatialgrad's forwards (internal)";
+  // PyTorch's pool for spatialgrad._core._use_host_executor (NumPy calls in a process that runs PyTorch).
+  m.def("pool_executor", [] {{ return py::capsule(&torch_pool_executor(), "spatialgrad.Executor"); }});
+{chr(10).join(definitions)}
+}}
+
+}}  // namespace spatialgrad::torch_ops
+"""
+
+
+def wrapped(head: str, items: List[str], tail: str, indent: int, width: int = 120) -> str:
+    """head + items joined by ", " + tail, broken after commas to stay within `width` (continuations indented)."""
+    lines, line = [], head
+    for k, item in enumerate(items):
+        piece = item + (", " if k + 1 < len(items) else tail)
+        if len(line) + len(piece.rstrip()) > width and line.strip():
+            lines.append(line.rstrip())
+            line = " " * indent
+        line += piece
+    return "\n".join(lines + [line])
+
+
 # Each generated file and how it is made from the table.
 GENERATED: Dict[str, Callable[[dict], str]] = {
     "python/spatialgrad/_core.pyi": core_stubs,
     "python/spatialgrad/functional/__init__.py": functional_package,
     "python/spatialgrad/torch/_operators.py": torch_operators,
+    "csrc/torch/operators.h": native_header,
+    "csrc/torch/python.cpp": native_python,
 }
 
 

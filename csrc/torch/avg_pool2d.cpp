@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include "common.h"
+#include "operators.h"  // the forward's schema, from operators.toml
 
 // (A namespace of this file's own, around its anonymous one: see "Names" in common.h.)
 namespace spatialgrad::torch_ops::avg_pool2d_kernels {
@@ -27,10 +28,7 @@ at::MemoryFormat output_format(const at::Tensor& input) {
   return input.dim() == 4 ? input.suggest_memory_format() : at::MemoryFormat::Contiguous;
 }
 
-// aten's schemas.
-constexpr char kForwardSchema[] =
-    "avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, "
-    "bool count_include_pad=True, int? divisor_override=None) -> Tensor";
+// aten's schemas: the forward's is schema::kAvgPool2d (operators.h, from operators.toml), the backward's below.
 
 at::Tensor forward_cpu(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef stride,
                        at::IntArrayRef padding, bool ceil_mode, bool count_include_pad, Divisor divisor_override) {
@@ -123,7 +121,7 @@ struct AvgPool2dBackwardCall {
                          const std::vector<bool>& wanted) const {
     if (!wanted[0]) return {at::Tensor(), at::Tensor()};  // input lends only its shape: no gradient
     const Pooling& p = pooling;
-    return {operator_of<kForwardSchema, decltype(forward_cpu)>().call(
+    return {operator_of<schema::kAvgPool2d, decltype(forward_cpu)>().call(
                 grads[0], p.kernel_size, p.stride, p.padding, p.ceil_mode, p.count_include_pad, p.divisor_override),
             at::Tensor()};
   }
@@ -132,7 +130,7 @@ struct AvgPool2dBackwardCall {
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
-  define_operator(m, Vmap::kFoldIntoBatch, kernel<AvgPool2dCall, &forward_cpu, kForwardSchema>(),
+  define_operator(m, Vmap::kFoldIntoBatch, kernel<AvgPool2dCall, &forward_cpu, schema::kAvgPool2d>(),
                   kernel<AvgPool2dBackwardCall, &backward_cpu, kBackwardSchema>());
 }
 

@@ -269,7 +269,7 @@ void define_autocast(torch::Library& m, const char* name, Autocast policy);
 // Names. Each operator's file defines its kernels, schemas and Calls in an anonymous namespace inside a namespace of
 // its own (spatialgrad::torch_ops::<op>_kernels): GCC 14 gives the instantiations of the templates above over them
 // (RecordingKernel, RecordedNode, operator_of) vague linkage, under names the anonymous namespace alone leaves the
-// same in every file (kForwardSchema, forward_cpu, ...), and the linker kept one file's instantiation for all
+// same in every file (kBackwardSchema, forward_cpu, ...), and the linker kept one file's instantiation for all
 // (ms_deform_attn's third derivative raised grid_sample's message).
 //
 // Defines an operator's kernels (its forward, backward, ...) in the library, in a TORCH_LIBRARY_FRAGMENT of the
@@ -329,19 +329,6 @@ Executor& torch_pool_executor();
 // What runs the kernels' tasks inside PyTorch: torch_pool_executor(), except in a forked child, where
 // spatialgrad's own pool does (OpenMP's threads do not survive fork()).
 Executor& torch_executor();
-
-// The C++ signatures of the forwards' schemas (each operator's file), for typed calls through the dispatcher: the
-// linear operators' backwards call their forward, and spatialgrad._torch_ops (python.cpp) calls all five.
-namespace signature {
-using AvgPool2d = at::Tensor(const at::Tensor&, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool, bool,
-                             c10::optional<int64_t>);
-using RoiAlign = at::Tensor(const at::Tensor&, const at::Tensor&, double, int64_t, int64_t, int64_t, bool);
-using UpsampleBilinear2d = at::Tensor(const at::Tensor&, c10::optional<at::IntArrayRef>, bool,
-                                      c10::optional<c10::ArrayRef<double>>);
-using GridSampler2d = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, int64_t, bool);
-using MsDeformAttn = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                const at::Tensor&, int64_t);
-}  // namespace signature
 
 // Runs one call into the core on torch_executor() with at::get_num_threads() tasks (torch.set_num_threads
 // controls it; NumPy calls on other threads keep spatialgrad's pool and count), with spatialgrad's errors

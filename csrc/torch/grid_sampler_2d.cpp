@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "common.h"
+#include "operators.h"  // the forward's schema, from operators.toml
 
 // (A namespace of this file's own, around its anonymous one: see "Names" in common.h.)
 namespace spatialgrad::torch_ops::grid_sampler_2d_kernels {
@@ -19,10 +20,8 @@ using Pair = std::tuple<at::Tensor, at::Tensor>;
 using Triple = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 using OptionalTensor = c10::optional<at::Tensor>;
 
-// aten's schemas, and the second-order kernel's.
-constexpr char kForwardSchema[] =
-    "grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) "
-    "-> Tensor";
+// aten's schemas, and the second-order kernel's: the forward's is schema::kGridSampler2d (operators.h, from
+// operators.toml), the others below.
 
 at::Tensor forward_cpu(const at::Tensor& input, const at::Tensor& grid, int64_t interpolation_mode,
                        int64_t padding_mode, bool align_corners) {
@@ -167,7 +166,7 @@ using GridSampler2dDoubleBackwardCall = SecondOrderCall<kDoubleBackwardNode, kDo
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
-  define_operator(m, Vmap::kFoldIntoBatch, kernel<GridSampler2dCall, &forward_cpu, kForwardSchema>(),
+  define_operator(m, Vmap::kFoldIntoBatch, kernel<GridSampler2dCall, &forward_cpu, schema::kGridSampler2d>(),
                   kernel<GridSampler2dBackwardCall, &backward_cpu, kBackwardSchema>(),
                   kernel<GridSampler2dDoubleBackwardCall, &double_backward_cpu, kDoubleBackwardSchema>());
   define_autocast(m, "grid_sampler_2d", Autocast::kFloat32);

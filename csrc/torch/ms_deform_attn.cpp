@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "common.h"
+#include "operators.h"  // the forward's schema, from operators.toml
 
 // (A namespace of this file's own, around its anonymous one: see "Names" in common.h.)
 namespace spatialgrad::torch_ops::ms_deform_attn_kernels {
@@ -48,10 +49,8 @@ Inputs view_inputs(const char* op, const at::Tensor& value, const at::Tensor& sp
   return in;
 }
 
-// mmcv's argument order, and the second-order kernel's.
-constexpr char kForwardSchema[] =
-    "ms_deform_attn(Tensor value, Tensor spatial_shapes, Tensor level_start_index, Tensor sampling_locations, "
-    "Tensor attention_weights, int im2col_step=64) -> Tensor";
+// mmcv's argument order, and the second-order kernel's: the forward's schema is schema::kMsDeformAttn
+// (operators.h, from operators.toml), the others below.
 
 at::Tensor forward_cpu(const at::Tensor& value, const at::Tensor& spatial_shapes, const at::Tensor& level_start_index,
                        const at::Tensor& sampling_locations, const at::Tensor& attention_weights,
@@ -198,7 +197,7 @@ using MsDeformAttnDoubleBackwardCall = SecondOrderCall<kDoubleBackwardNode, kDou
 
 TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
   // spatial_shapes and level_start_index are shared by the images of a call (batching.cpp).
-  define_operator(m, Vmap::kFoldIntoBatch, kernel<MsDeformAttnCall, &forward_cpu, kForwardSchema>(),
+  define_operator(m, Vmap::kFoldIntoBatch, kernel<MsDeformAttnCall, &forward_cpu, schema::kMsDeformAttn>(),
                   kernel<MsDeformAttnBackwardCall, &backward_cpu, kBackwardSchema>(),
                   kernel<MsDeformAttnDoubleBackwardCall, &double_backward_cpu, kDoubleBackwardSchema>());
 }

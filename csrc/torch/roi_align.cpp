@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "common.h"
+#include "operators.h"  // the forward's schema, from operators.toml
 
 // (A namespace of this file's own, around its anonymous one: see "Names" in common.h.)
 namespace spatialgrad::torch_ops::roi_align_kernels {
@@ -20,10 +21,8 @@ RoiAlignParams make_params(double spatial_scale, int64_t pooled_height, int64_t 
   return RoiAlignParams{pooled_height, pooled_width, spatial_scale, std::max<int64_t>(sampling_ratio, 0), aligned};
 }
 
-// torchvision's schemas (sampling_ratio <= 0: adaptive).
-constexpr char kForwardSchema[] =
-    "roi_align(Tensor input, Tensor rois, float spatial_scale, int pooled_height, int pooled_width, "
-    "int sampling_ratio, bool aligned) -> Tensor";
+// torchvision's schemas (sampling_ratio <= 0: adaptive): the forward's is schema::kRoiAlign (operators.h, from
+// operators.toml), the backward's below.
 
 at::Tensor forward_cpu(const at::Tensor& input, const at::Tensor& rois, double spatial_scale, int64_t pooled_height,
                        int64_t pooled_width, int64_t sampling_ratio, bool aligned) {
@@ -114,7 +113,7 @@ struct RoiAlignBackwardCall {
   variable_list backward(const variable_list& grads, const variable_list& saved, const std::vector<bool>& wanted) const {
     if (!wanted[0]) return {at::Tensor(), at::Tensor()};
     const Pooling& p = pooling;
-    return {operator_of<kForwardSchema, decltype(forward_cpu)>().call(
+    return {operator_of<schema::kRoiAlign, decltype(forward_cpu)>().call(
                 grads[0], saved[0], p.spatial_scale, p.pooled_height, p.pooled_width, p.sampling_ratio, p.aligned),
             at::Tensor()};
   }
@@ -124,7 +123,7 @@ struct RoiAlignBackwardCall {
 
 TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
   // Boxes carry their image's index: vmap calls once per sample.
-  define_operator(m, Vmap::kPerSample, kernel<RoiAlignCall, &forward_cpu, kForwardSchema>(),
+  define_operator(m, Vmap::kPerSample, kernel<RoiAlignCall, &forward_cpu, schema::kRoiAlign>(),
                   kernel<RoiAlignBackwardCall, &backward_cpu, kBackwardSchema>());
   define_autocast(m, "roi_align", Autocast::kFloat32ToInputDtype);
 }

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common.h"
+#include "operators.h"  // the forward's schema, from operators.toml
 
 // (A namespace of this file's own, around its anonymous one: see "Names" in common.h.)
 namespace spatialgrad::torch_ops::upsample_bilinear2d_kernels {
@@ -53,9 +54,8 @@ Output new_laid_output(const at::Tensor& like, const std::vector<int64_t>& shape
   return out;
 }
 
-// aten's upsample_bilinear2d.vec schemas.
-constexpr char kForwardSchema[] =
-    "upsample_bilinear2d(Tensor input, int[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor";
+// aten's upsample_bilinear2d.vec schemas: the forward's is schema::kUpsampleBilinear2d (operators.h, from
+// operators.toml), the backward's below.
 
 at::Tensor forward_cpu(const at::Tensor& input, Sizes output_size, bool align_corners, Scales scale_factors) {
   Output out;
@@ -176,7 +176,7 @@ struct UpsampleBilinear2dBackwardCall {
                          const std::vector<bool>& wanted) const {
     if (!wanted[0]) return {at::Tensor()};
     const Sampling& s = sampling;
-    return {operator_of<kForwardSchema, decltype(forward_cpu)>().call(grads[0], s.output_size, s.align_corners,
+    return {operator_of<schema::kUpsampleBilinear2d, decltype(forward_cpu)>().call(grads[0], s.output_size, s.align_corners,
                                                                       s.scales())};
   }
 };
@@ -184,7 +184,7 @@ struct UpsampleBilinear2dBackwardCall {
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
-  define_operator(m, Vmap::kFoldIntoBatch, kernel<UpsampleBilinear2dCall, &forward_cpu, kForwardSchema>(),
+  define_operator(m, Vmap::kFoldIntoBatch, kernel<UpsampleBilinear2dCall, &forward_cpu, schema::kUpsampleBilinear2d>(),
                   kernel<UpsampleBilinear2dBackwardCall, &backward_cpu, kBackwardSchema>());
 }
 

@@ -33,7 +33,8 @@ def test_the_generated_files_are_fresh():
 @pytest.mark.parametrize("path", sorted(generator().GENERATED))
 def test_a_generated_file_says_so_in_its_first_line(path):
     first = (ROOT / path).read_text(encoding="utf-8").splitlines()[0]
-    assert first == f"# {generator().HEADER}"
+    comment = "//" if path.endswith((".h", ".cpp")) else "#"
+    assert first == f"{comment} {generator().HEADER}"
 
 
 def test_the_table_is_the_numpy_layers_list_in_its_order():
@@ -72,3 +73,14 @@ def test_the_tables_torch_functions_are_the_adapters_modules_public_ones():
     assert [m.__name__ for m in _operators.MODULES] == [f"spatialgrad.torch._{name}" for name in OPERATORS]
     for operator, module in zip(OPERATORS.values(), _operators.MODULES):
         assert operator["torch"] == [function.__name__ for function in module.PUBLIC]
+
+
+def test_the_native_operators_are_registered_with_the_tables_schemas():
+    torch = pytest.importorskip("torch")
+    import spatialgrad.torch as sgt
+
+    if not sgt.native:
+        pytest.skip("the native operators are not built here")
+    for name, operator in OPERATORS.items():
+        registered = str(getattr(torch.ops.spatialgrad, name).default._schema)
+        assert registered == f"spatialgrad::{operator['native']}", name
