@@ -24,11 +24,7 @@ struct OperatorStrategies {
 const std::array<OperatorStrategies, kOperators>& operators() {
   static const std::array<OperatorStrategies, kOperators> table = [] {
     std::array<OperatorStrategies, kOperators> t;
-    SG_OPERATOR_ROWS(kAvgPool2d, "avg_pool2d", SG_AVG_POOL2D_STRATEGIES)
-    SG_OPERATOR_ROWS(kGridSampler2d, "grid_sampler_2d", SG_GRID_SAMPLER_2D_STRATEGIES)
-    SG_OPERATOR_ROWS(kMsDeformAttn, "ms_deform_attn", SG_MS_DEFORM_ATTN_STRATEGIES)
-    SG_OPERATOR_ROWS(kRoiAlign, "roi_align", SG_ROI_ALIGN_STRATEGIES)
-    SG_OPERATOR_ROWS(kUpsampleBilinear2d, "upsample_bilinear2d", SG_UPSAMPLE_BILINEAR2D_STRATEGIES)
+    SG_STRATEGY_OPERATORS(SG_OPERATOR_ROWS)
     return t;
   }();
   return table;

@@ -46,6 +46,13 @@
                        "reading >= 2/3 input rows per output row, or NHWC from 8 channels")                       \
   X(kRows, "rows", "NHWC rows as channel vectors, each W-interpolated input row reused: from 8 channels, "      \
                    "upsampling more than 2x in H (forward) or always (backward)")
+// The operators with strategies: enumerator of StrategyOperator, aten name, list.
+#define SG_STRATEGY_OPERATORS(O)                                                \
+  O(kAvgPool2d, "avg_pool2d", SG_AVG_POOL2D_STRATEGIES)                         \
+  O(kGridSampler2d, "grid_sampler_2d", SG_GRID_SAMPLER_2D_STRATEGIES)           \
+  O(kMsDeformAttn, "ms_deform_attn", SG_MS_DEFORM_ATTN_STRATEGIES)              \
+  O(kRoiAlign, "roi_align", SG_ROI_ALIGN_STRATEGIES)                            \
+  O(kUpsampleBilinear2d, "upsample_bilinear2d", SG_UPSAMPLE_BILINEAR2D_STRATEGIES)
 // clang-format on
 
 namespace spatialgrad::detail {
@@ -58,8 +65,10 @@ enum class RoiAlignStrategy { kAuto, SG_ROI_ALIGN_STRATEGIES(SG_STRATEGY_ENUMERA
 enum class UpsampleBilinear2dStrategy { kAuto, SG_UPSAMPLE_BILINEAR2D_STRATEGIES(SG_STRATEGY_ENUMERATOR) };
 #undef SG_STRATEGY_ENUMERATOR
 
-// The operators with strategies, in the order of the lists above; the index of a pin.
-enum class StrategyOperator { kAvgPool2d, kGridSampler2d, kMsDeformAttn, kRoiAlign, kUpsampleBilinear2d, kCount };
+// The operators with strategies, in SG_STRATEGY_OPERATORS' order; the index of a pin.
+#define SG_STRATEGY_OPERATOR_ENUMERATOR(enumerator, name, list) enumerator,
+enum class StrategyOperator { SG_STRATEGY_OPERATORS(SG_STRATEGY_OPERATOR_ENUMERATOR) kCount };
+#undef SG_STRATEGY_OPERATOR_ENUMERATOR
 
 template <class Strategy>
 struct OperatorOf;
