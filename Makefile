@@ -6,7 +6,7 @@ JOBS    ?= 2
 CMAKE   := cmake
 ROOT    := $(CURDIR)
 
-.PHONY: all bootstrap install cpp-test python-test test test-debian13 asan-test clang-test fuzz lint demo examples bench bench-per-call bench-load bench-e2e sweep performance generate clean
+.PHONY: all bootstrap install cpp-test python-test test test-debian13 asan-test clang-test fuzz lint demo examples bench bench-per-call bench-load bench-e2e sweep performance generate scratch-operator clean
 
 all: test
 
@@ -36,6 +36,11 @@ test: cpp-test python-test
 generate: bootstrap
 	$(PY) scripts/generate_operators.py
 	$(PY) scripts/render_strategies.py
+
+# Adds the scratch operator copy2d (tests/scratch_operator/) to a copy of the repository: at most 8 hand-written
+# files, built and tested there (docs/design.md, "Adding an operator").
+scratch-operator: bootstrap
+	JOBS=$(JOBS) scripts/scratch_operator.sh $(PY)
 
 # make test and make demo in a clean clone of HEAD inside a Debian 13 root (PyTorch 2.6, NumPy 2.2, gcc 14; made
 # once by debootstrap under build/debian13/ and reused; needs root). DEBIAN13_ARGS passes options and a command,

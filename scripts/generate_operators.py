@@ -23,9 +23,12 @@ def load(path: Path = TABLE) -> dict:
     with open(path, "rb") as f:
         table = tomllib.load(f)
     for name, operator in table["operators"].items():
-        for key in ("ascend", "functional", "torch", "core", "native"):
+        for key in ("functional", "torch", "core"):  # (ascend and native are optional)
             if key not in operator:
                 raise ValueError(f"operators.toml: [operators.{name}] has no {key!r}")
+        unknown = set(operator) - {"ascend", "functional", "torch", "core", "native"}
+        if unknown:
+            raise ValueError(f"operators.toml: [operators.{name}] has unknown keys {sorted(unknown)}")
         if operator["core"][0].split("(", 1)[0] != name:
             raise ValueError(f"operators.toml: [operators.{name}]'s first core function is not {name}()")
     return table
@@ -172,17 +175,22 @@ def camel(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
 
 
+def native_operators(table: dict) -> Dict[str, dict]:
+    """The operators with a native PyTorch operator (a `native` schema), in the table's order."""
+    return {name: operator for name, operator in table["operators"].items() if "native" in operator}
+
+
 def native_header(table: dict) -> str:
     lines = [f"// {HEADER}",
              "// The native operators' forward schemas (TORCH_LIBRARY, csrc/torch/<op>.cpp) and the C++ signatures of",
              "// typed calls of them through the dispatcher (spatialgrad._torch_ops: python.cpp).",
              "#pragma once", "", "#include <ATen/ATen.h>", "", "namespace spatialgrad::torch_ops {", "",
              "namespace schema {"]
-    for name, operator in table["operators"].items():
+    for name, operator in native_operators(table).items():
         lines.append(f"inline constexpr char k{camel(name)}[] =")
         lines += schema_literals(operator["native"])
     lines += ["}  // namespace schema", "", "namespace signature {"]
-    for name, operator in table["operators"].items():
+    for name, operator in native_operators(table).items():
         types = [NATIVE_TYPES[kind][0] for kind, _ in native_arguments(operator["native"])]
         head = f"using {camel(name)} = at::Tensor("
         lines.append(wrapped(head, types, ");", len(head)))
@@ -191,7 +199,7 @@ def native_header(table: dict) -> str:
 
 def native_python(table: dict) -> str:
     definitions = []
-    for name, operator in table["operators"].items():
+    for name, operator in native_operators(table).items():
         arguments = native_arguments(operator["native"])
         parameters = [f"{NATIVE_TYPES[kind][1]} {argument}" for kind, argument in arguments]
         values = [NATIVE_TYPES[kind][2].format(argument) for kind, argument in arguments]

@@ -59,10 +59,13 @@ def test_each_operator_has_its_file_in_every_layer_and_its_ascend_declaration():
     headers = "".join(p.read_text() for p in (ROOT / "csrc" / "aclnn" / "include" / "aclnnop").glob("*.h"))
     for name, operator in OPERATORS.items():
         for path in (f"csrc/include/spatialgrad/{name}.h", f"csrc/src/{name}.cpp", f"csrc/python/{name}.cpp",
-                     f"csrc/aclnn/{name}.cpp", f"python/spatialgrad/functional/{name}.py",
-                     f"python/spatialgrad/torch/_{name}.py", f"tests/cpp/test_{name}.cpp",
-                     f"tests/cpp/test_aclnn_{name}.cpp", f"tests/python/test_{name}.py"):
+                     f"python/spatialgrad/functional/{name}.py", f"python/spatialgrad/torch/_{name}.py",
+                     f"tests/cpp/test_{name}.cpp", f"tests/python/test_{name}.py"):
             assert (ROOT / path).is_file(), path
+        # Every operator of this library has the C API and a native PyTorch operator (both optional in the table).
+        assert "ascend" in operator and "native" in operator, name
+        assert (ROOT / f"csrc/aclnn/{name}.cpp").is_file() and (ROOT / f"tests/cpp/test_aclnn_{name}.cpp").is_file()
+        assert (ROOT / f"csrc/torch/{name}.cpp").is_file(), name
         assert f"aclnnStatus {operator['ascend']}GetWorkspaceSize(" in headers, operator["ascend"]
 
 
