@@ -70,28 +70,12 @@ enum class UpsampleBilinear2dStrategy { kAuto, SG_UPSAMPLE_BILINEAR2D_STRATEGIES
 enum class StrategyOperator { SG_STRATEGY_OPERATORS(SG_STRATEGY_OPERATOR_ENUMERATOR) kCount };
 #undef SG_STRATEGY_OPERATOR_ENUMERATOR
 
-template <class Strategy>
-struct OperatorOf;
-template <>
-struct OperatorOf<AvgPool2dStrategy> {
-  static constexpr StrategyOperator kValue = StrategyOperator::kAvgPool2d;
-};
-template <>
-struct OperatorOf<GridSampler2dStrategy> {
-  static constexpr StrategyOperator kValue = StrategyOperator::kGridSampler2d;
-};
-template <>
-struct OperatorOf<MsDeformAttnStrategy> {
-  static constexpr StrategyOperator kValue = StrategyOperator::kMsDeformAttn;
-};
-template <>
-struct OperatorOf<RoiAlignStrategy> {
-  static constexpr StrategyOperator kValue = StrategyOperator::kRoiAlign;
-};
-template <>
-struct OperatorOf<UpsampleBilinear2dStrategy> {
-  static constexpr StrategyOperator kValue = StrategyOperator::kUpsampleBilinear2d;
-};
+// The operator of each strategy enum (operator_of(Strategy{}) in the templates below).
+constexpr StrategyOperator operator_of(AvgPool2dStrategy) { return StrategyOperator::kAvgPool2d; }
+constexpr StrategyOperator operator_of(GridSampler2dStrategy) { return StrategyOperator::kGridSampler2d; }
+constexpr StrategyOperator operator_of(MsDeformAttnStrategy) { return StrategyOperator::kMsDeformAttn; }
+constexpr StrategyOperator operator_of(RoiAlignStrategy) { return StrategyOperator::kRoiAlign; }
+constexpr StrategyOperator operator_of(UpsampleBilinear2dStrategy) { return StrategyOperator::kUpsampleBilinear2d; }
 
 // What a test pinned for an operator: the strategy's position in its list (0: none, the cost model
 // chooses) and the band size (0: none), both read with relaxed loads on every call. Defined in strategy.cpp.
@@ -106,7 +90,7 @@ StrategyPin strategy_pin(StrategyOperator op);
 // for this call, reading its sizes, dtype, layout and the scratch bound).
 template <class Strategy, class CanTake, class CostModel>
 Strategy choose_strategy(CanTake&& can_take, CostModel&& cost_model) {
-  const auto pinned = static_cast<Strategy>(strategy_pin(OperatorOf<Strategy>::kValue).strategy);
+  const auto pinned = static_cast<Strategy>(strategy_pin(operator_of(Strategy{})).strategy);
   if (pinned != Strategy::kAuto && can_take(pinned)) return pinned;
   return cost_model();
 }
@@ -116,7 +100,7 @@ Strategy choose_strategy(CanTake&& can_take, CostModel&& cost_model) {
 // it cannot add in place, sums its gradient in bands of this many pixels.
 template <class Strategy>
 int64_t pinned_band() {
-  return strategy_pin(OperatorOf<Strategy>::kValue).band;
+  return strategy_pin(operator_of(Strategy{})).band;
 }
 
 // The one test hook: every later call of `op` (an aten name, "avg_pool2d") takes the strategy named
@@ -129,14 +113,14 @@ void set_strategy_for_testing(std::string_view op, std::string_view strategy, in
 void pin_strategy(StrategyOperator op, int strategy, int64_t band);
 template <class Strategy>
 void set_strategy_for_testing(Strategy strategy, int64_t band = 0) {
-  pin_strategy(OperatorOf<Strategy>::kValue, static_cast<int>(strategy), band);
+  pin_strategy(operator_of(Strategy{}), static_cast<int>(strategy), band);
 }
 
 // Pins a strategy for the lifetime of the object, then restores the cost model.
 class StrategyForTesting {
  public:
   template <class Strategy>
-  explicit StrategyForTesting(Strategy strategy, int64_t band = 0) : op_(OperatorOf<Strategy>::kValue) {
+  explicit StrategyForTesting(Strategy strategy, int64_t band = 0) : op_(operator_of(Strategy{})) {
     set_strategy_for_testing(strategy, band);
   }
   StrategyForTesting(std::string_view op, std::string_view strategy, int64_t band = 0);
