@@ -112,10 +112,7 @@ struct AvgPool2dBackwardCall {
                                   const at::Tensor& /*input*/, const Options&... options) {
     return {Pooling::of(options...)};
   }
-  template <class... Options>
-  static variable_list saved(const Options&... /*arguments*/) {
-    return {};
-  }
+  static constexpr bool kSavesNoTensors = true;  // the options alone make its gradient
 
   variable_list backward(const variable_list& grads, const variable_list& /*saved*/,
                          const std::vector<bool>& wanted) const {

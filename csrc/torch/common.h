@@ -137,7 +137,8 @@ const c10::TypedOperatorHandle<Sig>& operator_of() {
 // Call: a copyable struct with
 //   static constexpr const char* kName;                    the node's name, "spatialgrad::<Kernel>"
 //   static Call of(const R& out, const Args&... args);     the options the gradients need
-//   static variable_list saved(const Args&... args);       the tensors they read, saved with the node
+//   static variable_list saved(const Args&... args);       the tensors they read, saved with the node, or
+//   static constexpr bool kSavesNoTensors = true;          for a backward that reads none (a linear one's)
 //   variable_list backward(const variable_list& grads, const variable_list& saved,
 //                          const std::vector<bool>& wanted) const;
 // `grads` has one cotangent per output (undefined: none reached it, zeros; never all undefined), `wanted` one entry
@@ -219,6 +220,23 @@ void record_call(Call call, variable_list outputs, const variable_list& inputs, 
   torch::autograd::set_history(outputs, node);
 }
 
+// Whether a Call declares kSavesNoTensors (true) instead of saved().
+template <class Call, class = void>
+struct SavesNoTensors : std::false_type {};
+template <class Call>
+struct SavesNoTensors<Call, std::void_t<decltype(Call::kSavesNoTensors)>>
+    : std::bool_constant<Call::kSavesNoTensors> {};
+
+// The tensors a call's node saves: Call::saved(args...), none for a Call marked kSavesNoTensors.
+template <class Call, class... Args>
+variable_list saved_by(const Args&... args) {
+  if constexpr (SavesNoTensors<Call>::value) {
+    return {};
+  } else {
+    return Call::saved(args...);
+  }
+}
+
 // The autograd kernel of the kernel kCpu (schema kSchema) whose calls RecordedNode<Call> records: plain tensors go
 // to kCpu, anything else through the dispatcher below autograd; a call that records a graph gets its node.
 template <class Call, auto kCpu, const char* kSchema>
@@ -229,7 +247,7 @@ struct RecordingKernel<Call, kCpu, kSchema> {
     check_no_tangent(kSchema, args...);
     R out = computes_directly(args...) ? kCpu(args...) : call_below_autograd(operator_of<kSchema, R(Args...)>(), args...);
     if (records_graph(args...)) {
-      record_call(Call::of(out, args...), outputs_of(out), tensor_arguments(args...), Call::saved(args...));
+      record_call(Call::of(out, args...), outputs_of(out), tensor_arguments(args...), saved_by<Call>(args...));
     }
     return out;
   }
@@ -287,12 +305,9 @@ void define_operator(torch::Library& m, Vmap vmap, Kernels... kernels) {
 template <const char* kNodeName, const char* kSchema, const char* kOperator>
 struct SecondOrderCall {
   static constexpr const char* kName = kNodeName;
+  static constexpr bool kSavesNoTensors = true;
   template <class R, class... Args>
   static SecondOrderCall of(const R& /*out*/, const Args&... /*args*/) {
-    return {};
-  }
-  template <class... Args>
-  static variable_list saved(const Args&... /*args*/) {
     return {};
   }
   variable_list backward(const variable_list& /*grads*/, const variable_list& /*saved*/,

@@ -142,10 +142,7 @@ struct UpsampleBilinear2dCall {
                                    bool align_corners, Scales scale_factors) {
     return {Sampling::of(out, align_corners, scale_factors), sizes_of(input), is_channels_last(input)};
   }
-  template <class... Options>
-  static variable_list saved(const Options&... /*arguments*/) {
-    return {};
-  }
+  static constexpr bool kSavesNoTensors = true;  // the options alone make its gradient
 
   variable_list backward(const variable_list& grads, const variable_list& /*saved*/,
                          const std::vector<bool>& wanted) const {
@@ -167,17 +164,14 @@ struct UpsampleBilinear2dBackwardCall {
                                            Scales scale_factors, Format /*memory_format*/) {
     return {Sampling::of(grad_output, align_corners, scale_factors)};
   }
-  template <class... Options>
-  static variable_list saved(const Options&... /*arguments*/) {
-    return {};
-  }
+  static constexpr bool kSavesNoTensors = true;  // the options alone make its gradient
 
   variable_list backward(const variable_list& grads, const variable_list& /*saved*/,
                          const std::vector<bool>& wanted) const {
     if (!wanted[0]) return {at::Tensor()};
     const Sampling& s = sampling;
-    return {operator_of<schema::kUpsampleBilinear2d, decltype(forward_cpu)>().call(grads[0], s.output_size, s.align_corners,
-                                                                      s.scales())};
+    return {operator_of<schema::kUpsampleBilinear2d, decltype(forward_cpu)>().call(grads[0], s.output_size,
+                                                                                   s.align_corners, s.scales())};
   }
 };
 
