@@ -1042,7 +1042,8 @@ bool lanes_pay_off(const TensorView& from, const TensorView& to, const Windows& 
 // where lanes_pay_off, narrow planes as tiles, the others as planes. A pinned family takes any call with
 // pixels (plane tiles of at least 8 lanes; channels-last lanes of at most 16 channels where the row is too long
 // for the cost model's).
-Choice choose_family(const TensorView& from, const TensorView& to, const Windows& win, bool forward, int64_t acc_bytes) {
+Choice choose_family(const TensorView& from, const TensorView& to, const Windows& win, bool forward,
+                     int64_t acc_bytes) {
   using detail::AvgPool2dStrategy;
   const bool empty_planes = from.size(-2) * from.size(-1) == 0 || to.size(-2) * to.size(-1) == 0;
   const bool channels_last = is_channels_last(from) || (!forward && is_channels_last(to));
@@ -1375,7 +1376,6 @@ void run_backward(const TensorView& grad_output, const TensorView& grad_input, c
 }
 
 }  // namespace
-
 
 std::vector<int64_t> avg_pool2d_output_shape(const std::vector<int64_t>& input_shape, const AvgPool2dParams& params) {
   return output_shape(kForward, input_shape, params);

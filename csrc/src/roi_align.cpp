@@ -841,7 +841,8 @@ void run_backward(const TensorView& grad_output, const TensorView& boxes, const 
       detail::build_roi_table<T>(kBackward, boxes, image, input_shape[0], input_shape[2], input_shape[3], params);
   const double bytes = static_cast<double>(grad_output.numel() + boxes.numel() + grad_input.numel()) * sizeof(T);
   switch (choose_path(table, input_shape, static_cast<double>(grad_output.numel()), bytes, true)) {
-    case RoiAlignStrategy::kPacked: return packed_backward<kWide, T>(grad_output, grad_input, table, scratch_budget(bytes));
+    case RoiAlignStrategy::kPacked:
+      return packed_backward<kWide, T>(grad_output, grad_input, table, scratch_budget(bytes));
     case RoiAlignStrategy::kPackedNarrow:
       return packed_backward<kNarrow, T>(grad_output, grad_input, table, scratch_budget(bytes));
     default: return direct_backward<T>(grad_output, grad_input, table);

@@ -480,8 +480,9 @@ void expect_strategies_give_the_same_bits() {
   for (const StrategyCase& c : strategy_cases()) {
     const auto reference =
         pool_with<T>(AvgPool2dStrategy::kPlanes, c.sizes, c.params, Strides::kContiguous, Strides::kContiguous);
-    for (AvgPool2dStrategy strategy : {AvgPool2dStrategy::kPlanes, AvgPool2dStrategy::kPlaneTiles, AvgPool2dStrategy::kChannelsLast,
-                                  AvgPool2dStrategy::kDirect, AvgPool2dStrategy::kAuto}) {
+    for (AvgPool2dStrategy strategy :
+         {AvgPool2dStrategy::kPlanes, AvgPool2dStrategy::kPlaneTiles, AvgPool2dStrategy::kChannelsLast,
+          AvgPool2dStrategy::kDirect, AvgPool2dStrategy::kAuto}) {
       for (Strides in_layout : kLayouts) {
         for (Strides out_layout : {Strides::kContiguous, in_layout}) {
           const auto result = pool_with<T>(strategy, c.sizes, c.params, in_layout, out_layout);
@@ -507,8 +508,10 @@ TEST(AvgPool2dStrategies, EveryFamilyGivesThePlaneKernelsBits) {
 TEST(AvgPool2dStrategies, ChannelBlocksGiveThePlaneKernelsBits) {
   for (const AvgPool2dParams& p : {pool_params(3, 1, 1), pool_params(2, 2, 0, true), pool_params(5, 3, 2, true)}) {
     const std::vector<int64_t> sizes{2, 64, 5, 300};
-    const auto planes = pool_with<float>(AvgPool2dStrategy::kPlanes, sizes, p, Strides::kContiguous, Strides::kContiguous);
-    const auto lanes = pool_with<float>(AvgPool2dStrategy::kAuto, sizes, p, Strides::kChannelsLast, Strides::kContiguous);
+    const auto planes =
+        pool_with<float>(AvgPool2dStrategy::kPlanes, sizes, p, Strides::kContiguous, Strides::kContiguous);
+    const auto lanes =
+        pool_with<float>(AvgPool2dStrategy::kAuto, sizes, p, Strides::kChannelsLast, Strides::kContiguous);
     EXPECT_TRUE(same_bits(planes.first, lanes.first)) << "forward k" << p.kernel_size[0];
     EXPECT_TRUE(same_bits(planes.second, lanes.second)) << "backward k" << p.kernel_size[0];
   }
@@ -517,7 +520,8 @@ TEST(AvgPool2dStrategies, ChannelBlocksGiveThePlaneKernelsBits) {
 TEST(AvgPool2dStrategies, ThreadCountDoesNotChangeBits) {
   const std::vector<int64_t> sizes{4, 37, 9, 9};
   const AvgPool2dParams p = pool_params(3, 2, 1, true);
-  for (AvgPool2dStrategy strategy : {AvgPool2dStrategy::kPlaneTiles, AvgPool2dStrategy::kChannelsLast, AvgPool2dStrategy::kAuto}) {
+  for (AvgPool2dStrategy strategy :
+       {AvgPool2dStrategy::kPlaneTiles, AvgPool2dStrategy::kChannelsLast, AvgPool2dStrategy::kAuto}) {
     for (Strides layout : {Strides::kContiguous, Strides::kChannelsLast}) {
       testing::expect_same_bits_for_thread_counts({1, 2, 3}, [&] {
         auto [y, gi] = pool_with<float>(strategy, sizes, p, layout, Strides::kContiguous);

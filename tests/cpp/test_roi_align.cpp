@@ -110,7 +110,8 @@ TEST_P(RoiAlignSweep, ForwardAndBackwardMatchNaiveLoops) {
     roi_align_backward(g.view, boxes.view, {B, C, H, W}, gi.view, p);
     // Each kernel (and the backward's bands of 1 and 3 rows, which cut samples between two tasks) gives the
     // bits of the automatic choice.
-    for (auto path : {detail::RoiAlignStrategy::kDirect, detail::RoiAlignStrategy::kPacked, detail::RoiAlignStrategy::kPackedNarrow}) {
+    for (auto path : {detail::RoiAlignStrategy::kDirect, detail::RoiAlignStrategy::kPacked,
+                      detail::RoiAlignStrategy::kPackedNarrow}) {
       for (int64_t band_rows : {0, 1, 3}) {
         detail::set_strategy_for_testing(path, band_rows);
         OwnedTensor<double> y2({K, C, PH, PW}, 99.0), gi2({B, C, H, W}, 99.0);
@@ -163,8 +164,8 @@ TEST(RoiAlign, AscendWorkedExample) {
 // Runs `check` with every kernel forced (and the automatic choice), restoring the cost model afterwards.
 template <class Check>
 void for_each_path(Check&& check) {
-  for (auto path : {detail::RoiAlignStrategy::kAuto, detail::RoiAlignStrategy::kDirect, detail::RoiAlignStrategy::kPacked,
-                    detail::RoiAlignStrategy::kPackedNarrow}) {
+  for (auto path : {detail::RoiAlignStrategy::kAuto, detail::RoiAlignStrategy::kDirect,
+                    detail::RoiAlignStrategy::kPacked, detail::RoiAlignStrategy::kPackedNarrow}) {
     SCOPED_TRACE(::testing::Message() << "path " << static_cast<int>(path));
     detail::set_strategy_for_testing(path);
     check();
@@ -247,7 +248,8 @@ TEST(RoiAlign, EdgeShapesMatchNaiveLoopsInEveryKernel) {
             }
           });
     }
-    for (auto path : {detail::RoiAlignStrategy::kDirect, detail::RoiAlignStrategy::kPacked, detail::RoiAlignStrategy::kPackedNarrow}) {
+    for (auto path : {detail::RoiAlignStrategy::kDirect, detail::RoiAlignStrategy::kPacked,
+                      detail::RoiAlignStrategy::kPackedNarrow}) {
       detail::set_strategy_for_testing(path, 1);
       OwnedTensor<double> y({K, C, 3, 2}, 99.0), gi({B, C, H, W}, 99.0);
       roi_align(x.view, boxes.view, y.view, p);

@@ -196,7 +196,8 @@ std::vector<uint8_t> sample(int64_t N, int64_t C, int64_t H, int64_t W, int64_t 
 template <class T>
 void expect_sampler_levels_agree() {
   using detail::GridSampler2dStrategy;
-  for (GridSampler2dStrategy strategy : {GridSampler2dStrategy::kAuto, GridSampler2dStrategy::kTiles, GridSampler2dStrategy::kPlanes}) {
+  for (GridSampler2dStrategy strategy :
+       {GridSampler2dStrategy::kAuto, GridSampler2dStrategy::kTiles, GridSampler2dStrategy::kPlanes}) {
     const detail::StrategyForTesting forced(strategy);
     for (int mode : {0, 1, 2})
       for (int padding : {0, 1, 2})

@@ -43,8 +43,10 @@ TEST(Strategy, TableListsEveryOperatorWithNamesAndCostModels) {
 // Each enum's last enumerator is its list's length: the names and the enumerators are the same list.
 TEST(Strategy, EnumsFollowTheirLists) {
   EXPECT_EQ(detail::strategy_names("avg_pool2d").size(), static_cast<size_t>(detail::AvgPool2dStrategy::kDirect));
-  EXPECT_EQ(detail::strategy_names("grid_sampler_2d").size(), static_cast<size_t>(detail::GridSampler2dStrategy::kPlanes));
-  EXPECT_EQ(detail::strategy_names("ms_deform_attn").size(), static_cast<size_t>(detail::MsDeformAttnStrategy::kDirect));
+  EXPECT_EQ(detail::strategy_names("grid_sampler_2d").size(),
+            static_cast<size_t>(detail::GridSampler2dStrategy::kPlanes));
+  EXPECT_EQ(detail::strategy_names("ms_deform_attn").size(),
+            static_cast<size_t>(detail::MsDeformAttnStrategy::kDirect));
   EXPECT_EQ(detail::strategy_names("roi_align").size(), static_cast<size_t>(detail::RoiAlignStrategy::kPackedNarrow));
   EXPECT_EQ(detail::strategy_names("upsample_bilinear2d").size(),
             static_cast<size_t>(detail::UpsampleBilinear2dStrategy::kRows));

@@ -9,8 +9,8 @@
 #include <limits>
 #include <tuple>
 
-#include "detail/upsample_bilinear2d_axis.h"
 #include "detail/strategy.h"
+#include "detail/upsample_bilinear2d_axis.h"
 #include "spatialgrad/parallel.h"
 #include "test_util.h"
 
@@ -419,7 +419,8 @@ TEST(UpsampleStrategies, EveryPathGivesTheBitsOfTheOrderedLoops) {
     auto x = random_tensor<float>(p.shape(p.h, p.w), 51);
     auto g = random_tensor<float>(p.shape(p.oh, p.ow), 52);
     const std::vector<float> y_ref = loops.forward(x.storage), gi_ref = loops.backward(g.storage);
-    for (UpsampleBilinear2dStrategy path : {UpsampleBilinear2dStrategy::kAuto, UpsampleBilinear2dStrategy::kLanes, UpsampleBilinear2dStrategy::kDirect, UpsampleBilinear2dStrategy::kRows}) {
+    for (UpsampleBilinear2dStrategy path : {UpsampleBilinear2dStrategy::kAuto, UpsampleBilinear2dStrategy::kLanes,
+                                            UpsampleBilinear2dStrategy::kDirect, UpsampleBilinear2dStrategy::kRows}) {
       SCOPED_TRACE(::testing::Message() << "path " << static_cast<int>(path) << " layout " << static_cast<int>(p.layout)
                                         << " c=" << p.c << " " << p.h << "x" << p.w << " -> " << p.oh << "x" << p.ow);
       const detail::StrategyForTesting forced(path);
@@ -443,7 +444,8 @@ TEST(UpsampleStrategies, EveryPathIsIndependentOfTheThreadCount) {
       const std::vector<int64_t> out_shape =
           upsample_bilinear2d_output_shape(x.view.sizes(), {{oh, ow}, false, 0.0, 0.0, layout});
       auto g = random_tensor<float>(out_shape, 62);
-      for (UpsampleBilinear2dStrategy path : {UpsampleBilinear2dStrategy::kLanes, UpsampleBilinear2dStrategy::kDirect, UpsampleBilinear2dStrategy::kRows}) {
+      for (UpsampleBilinear2dStrategy path : {UpsampleBilinear2dStrategy::kLanes, UpsampleBilinear2dStrategy::kDirect,
+                                              UpsampleBilinear2dStrategy::kRows}) {
         const detail::StrategyForTesting forced(path);
         testing::expect_same_bits_for_thread_counts({1, 2, 3}, [&] {
           OwnedTensor<float> y(out_shape), gi(x.view.sizes());
@@ -464,7 +466,8 @@ TEST(UpsampleStrategies, RowsWithGapsGiveTheBitsOfContiguousRows) {
       const Problem p{2, c, 20, 18, 9, 31, false, 0.0, 0.0, layout};
       auto x = random_tensor<float>(p.shape(p.h, p.w), 71);
       auto g = random_tensor<float>(p.shape(p.oh, p.ow), 72);
-      for (UpsampleBilinear2dStrategy path : {UpsampleBilinear2dStrategy::kLanes, UpsampleBilinear2dStrategy::kDirect, UpsampleBilinear2dStrategy::kRows}) {
+      for (UpsampleBilinear2dStrategy path : {UpsampleBilinear2dStrategy::kLanes, UpsampleBilinear2dStrategy::kDirect,
+                                              UpsampleBilinear2dStrategy::kRows}) {
         const detail::StrategyForTesting forced(path);
         OwnedTensor<float> y(p.shape(p.oh, p.ow)), gi(p.shape(p.h, p.w));
         upsample_bilinear2d(x.view, y.view, {{p.oh, p.ow}, false, 0.0, 0.0, layout});
