@@ -31,11 +31,10 @@ python-test: install
 
 test: cpp-test python-test
 
-# The files made from the operator table (operators.toml) and the strategy lists (csrc/src/detail/strategy.h);
-# tests fail while one is stale.
+# The files made from the operator table (operators.toml), design.md's table of strategies among them; tests fail
+# while one is stale.
 generate: bootstrap
 	$(PY) scripts/generate_operators.py
-	$(PY) scripts/render_strategies.py
 
 # Adds the scratch operator copy2d (tests/scratch_operator/) to a copy of the repository: at most 8 hand-written
 # files, built and tested there (docs/design.md, "Adding an operator").

@@ -26,11 +26,15 @@ def load(path: Path = TABLE) -> dict:
         for key in ("functional", "torch", "core"):  # (ascend and native are optional)
             if key not in operator:
                 raise ValueError(f"operators.toml: [operators.{name}] has no {key!r}")
-        unknown = set(operator) - {"ascend", "functional", "torch", "core", "native"}
+        unknown = set(operator) - {"ascend", "functional", "torch", "core", "native", "strategies"}
         if unknown:
             raise ValueError(f"operators.toml: [operators.{name}] has unknown keys {sorted(unknown)}")
         if operator["core"][0].split("(", 1)[0] != name:
             raise ValueError(f"operators.toml: [operators.{name}]'s first core function is not {name}()")
+        for strategy in operator.get("strategies", []):
+            if set(strategy) != {"name", "when"} or not re.fullmatch(r"[a-z][a-z0-9_]*", strategy["name"]):
+                raise ValueError(f"operators.toml: [operators.{name}]'s strategy {strategy} is not "
+                                 "{ name = \"lower_case\", when = \"...\" }")
     return table
 
 
@@ -248,6 +252,76 @@ PYBIND11_MODULE(_torch_ops, m) {{
 """
 
 
+# ---- the kernel strategies (csrc/src/detail/strategies.h, docs/design.md's table) --------------------------------
+
+def strategy_operators(table: dict) -> Dict[str, List[dict]]:
+    """The operators with strategies, by name (the order of their enum StrategyOperator), and their lists."""
+    return {name: op["strategies"] for name, op in sorted(table["operators"].items()) if op.get("strategies")}
+
+
+def c_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def literal_lines(text: str, width: int = 96) -> str:
+    """Text as adjacent C++ string literals, a line each (continued macro lines), cut at spaces."""
+    pieces, line = [], ""
+    for word in text.split(" "):
+        if line and len(line) + len(word) + 1 > width:
+            pieces.append(line + " ")
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    pieces.append(line)
+    return "".join(f" \\\n      {c_string(piece)}" for piece in pieces)
+
+
+def strategies_header(table: dict) -> str:
+    operators = strategy_operators(table)
+    lines = [f"// {HEADER}",
+             "// Each operator's kernel strategies, in order: X(enumerator, \"name\", \"when its cost model takes it\"),",
+             "// its enum class <Op>Strategy (kAuto first: the cost model chooses) and operator_of(<Op>Strategy).",
+             "// The framework that reads them: strategy.h (docs/design.md, \"Strategies\").",
+             "#pragma once", "", "// clang-format off"]
+    for name, strategies in operators.items():
+        lines.append(f"#define SG_{name.upper()}_STRATEGIES(X) \\")
+        rows = [f"  X(k{camel(s['name'])}, {c_string(s['name'])},{literal_lines(s['when'])})" for s in strategies]
+        lines += [row + (" \\" if k + 1 < len(rows) else "") for k, row in enumerate(rows)]
+    lines.append("// The operators with strategies: enumerator of StrategyOperator, aten name, list.")
+    lines.append("#define SG_STRATEGY_OPERATORS(O) \\")
+    rows = [f"  O(k{camel(name)}, {c_string(name)}, SG_{name.upper()}_STRATEGIES)" for name in operators]
+    lines += [row + (" \\" if k + 1 < len(rows) else "") for k, row in enumerate(rows)]
+    lines += ["// clang-format on", "", "namespace spatialgrad::detail {", "",
+              "#define SG_STRATEGY_ENUMERATOR(enumerator, name, when) enumerator,"]
+    lines += [f"enum class {camel(name)}Strategy {{ kAuto, SG_{name.upper()}_STRATEGIES(SG_STRATEGY_ENUMERATOR) }};"
+              for name in operators]
+    lines += ["#undef SG_STRATEGY_ENUMERATOR", "",
+              "// The operators with strategies, in SG_STRATEGY_OPERATORS' order; the index of a pin.",
+              "#define SG_STRATEGY_OPERATOR_ENUMERATOR(enumerator, name, list) enumerator,",
+              "enum class StrategyOperator { SG_STRATEGY_OPERATORS(SG_STRATEGY_OPERATOR_ENUMERATOR) kCount };",
+              "#undef SG_STRATEGY_OPERATOR_ENUMERATOR", "",
+              "// The operator of each strategy enum (operator_of(Strategy{}) in strategy.h's templates)."]
+    lines += [f"constexpr StrategyOperator operator_of({camel(name)}Strategy) {{ return StrategyOperator::k{camel(name)}; }}"
+              for name in operators]
+    return "\n".join(lines + ["", "}  // namespace spatialgrad::detail", ""])
+
+
+STRATEGIES_BEGIN = "<!-- strategies: generated from operators.toml by scripts/generate_operators.py -->"
+STRATEGIES_END = "<!-- end of the strategies -->"
+
+
+def design_page(table: dict) -> str:
+    """docs/design.md with its table of strategies (between the markers) rewritten from the table."""
+    page = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    start, end = page.find(STRATEGIES_BEGIN), page.find(STRATEGIES_END)
+    if start < 0 or end < start:
+        raise ValueError(f"docs/design.md: expected the markers {STRATEGIES_BEGIN!r} and {STRATEGIES_END!r}")
+    lines = [STRATEGIES_BEGIN, "", "| operator | strategy | its cost model takes it |", "|---|---|---|"]
+    lines += [f"| `{op}` | `{s['name']}` | {s['when']} |"
+              for op, strategies in strategy_operators(table).items() for s in strategies]
+    return page[:start] + "\n".join(lines + ["", STRATEGIES_END]) + page[end + len(STRATEGIES_END):]
+
+
 def wrapped(head: str, items: List[str], tail: str, indent: int, width: int = 120) -> str:
     """head + items joined by ", " + tail, broken after commas to stay within `width` (continuations indented)."""
     lines, line = [], head
@@ -267,6 +341,11 @@ GENERATED: Dict[str, Callable[[dict], str]] = {
     "python/spatialgrad/torch/_operators.py": torch_operators,
     "csrc/torch/operators.h": native_header,
     "csrc/torch/python.cpp": native_python,
+    "csrc/src/detail/strategies.h": strategies_header,
+}
+# Hand-written files with a generated part (between markers), and how the whole file is made from the table.
+GENERATED_PARTS: Dict[str, Callable[[dict], str]] = {
+    "docs/design.md": design_page,
 }
 
 
@@ -276,7 +355,7 @@ def main() -> int:
     args = parser.parse_args()
     table = load()
     stale = []
-    for path, make in GENERATED.items():
+    for path, make in {**GENERATED, **GENERATED_PARTS}.items():
         text = make(table)
         target = ROOT / path
         if target.exists() and target.read_text(encoding="utf-8") == text:
