@@ -116,8 +116,9 @@ from . import {", ".join(f"_{name}" for name in sorted(names))}
 
 # One private module per operator of the table, named after the functional module with a leading underscore:
 # the operator's adapter (the first of PUBLIC, named after the table's forward) and its other public functions,
-# its TorchScript branch (`_<name>_from_script`), its patch() routes (PATCH, when the table marks it patched)
-# and its spatialgrad.torch.nn modules (NN_MODULES, if any).
+# its TorchScript branch (`_<name>_from_script`), its patch() routes (PATCH, when the table marks it patched),
+# its spatialgrad.torch.nn modules (NN_MODULES, if any), its ONNX export (ONNX, with the native operator) and
+# what it replaces (REPLACES, a row of the package's docstring).
 MODULES = {tuple_of(f"_{name}" for name in names)}
 
 # The public functions, for type checkers (spatialgrad.torch imports them with `from ._operators import *`).

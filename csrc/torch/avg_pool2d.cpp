@@ -129,6 +129,7 @@ struct AvgPool2dBackwardCall {
 TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
   define_operator(m, Vmap::kFoldIntoBatch, kernel<AvgPool2dCall, &forward_cpu, schema::kAvgPool2d>(),
                   kernel<AvgPool2dBackwardCall, &backward_cpu, kBackwardSchema>());
+  // No autocast policy (Autocast::kNone): it runs in the dtypes it is given, as aten's avg_pool2d.
 }
 
 }  // namespace spatialgrad::torch_ops::avg_pool2d_kernels

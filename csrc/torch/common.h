@@ -276,10 +276,10 @@ Kernel kernel() {
 void define_kernel(torch::Library& m, Vmap vmap, Kernel kernel);
 
 // What a forward does under torch.autocast("cpu"), the policy of its PyTorch counterpart (measured on PyTorch 1.13
-// and 2.6, torchvision 0.14 and 0.21): kNone runs in the dtypes it is given (avg_pool2d, upsample_bilinear2d as
-// aten's, ms_deform_attn as mmcv's); kFloat32 casts float16/bfloat16 tensors to float32 and returns float32
-// (aten's grid_sampler); kFloat32ToInputDtype computes so, then casts the output to the first tensor argument's
-// dtype (torchvision 0.21's roi_align).
+// and 2.6, torchvision 0.14 and 0.21; an operator's file says whose it follows): kNone runs in the dtypes it is
+// given (an operator that registers no policy: aten's pooling and upsampling, mmcv's deformable attention);
+// kFloat32 casts float16/bfloat16 tensors to float32 and returns float32; kFloat32ToInputDtype computes so, then
+// casts the output to the first tensor argument's dtype.
 enum class Autocast { kNone, kFloat32, kFloat32ToInputDtype };
 // Registers `name`'s AutocastCPU kernel for `policy` (none for kNone: autocast falls through).
 void define_autocast(torch::Library& m, const char* name, Autocast policy);
@@ -288,7 +288,7 @@ void define_autocast(torch::Library& m, const char* name, Autocast policy);
 // its own (spatialgrad::torch_ops::<op>_kernels): GCC 14 gives the instantiations of the templates above over them
 // (RecordingKernel, RecordedNode, operator_of) vague linkage, under names the anonymous namespace alone leaves the
 // same in every file (kBackwardSchema, forward_cpu, ...), and the linker kept one file's instantiation for all
-// (ms_deform_attn's third derivative raised grid_sample's message).
+// (one operator's third derivative raised another's message).
 //
 // Defines an operator's kernels (its forward, backward, ...) in the library, in a TORCH_LIBRARY_FRAGMENT of the
 // operator's file, each with its CPU and autograd kernels and `vmap`'s batching rule.

@@ -169,7 +169,7 @@ TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
   define_operator(m, Vmap::kFoldIntoBatch, kernel<GridSampler2dCall, &forward_cpu, schema::kGridSampler2d>(),
                   kernel<GridSampler2dBackwardCall, &backward_cpu, kBackwardSchema>(),
                   kernel<GridSampler2dDoubleBackwardCall, &double_backward_cpu, kDoubleBackwardSchema>());
-  define_autocast(m, "grid_sampler_2d", Autocast::kFloat32);
+  define_autocast(m, "grid_sampler_2d", Autocast::kFloat32);  // as aten's grid_sampler
 }
 
 }  // namespace spatialgrad::torch_ops::grid_sampler_2d_kernels

@@ -200,6 +200,7 @@ TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
   define_operator(m, Vmap::kFoldIntoBatch, kernel<MsDeformAttnCall, &forward_cpu, schema::kMsDeformAttn>(),
                   kernel<MsDeformAttnBackwardCall, &backward_cpu, kBackwardSchema>(),
                   kernel<MsDeformAttnDoubleBackwardCall, &double_backward_cpu, kDoubleBackwardSchema>());
+  // No autocast policy (Autocast::kNone): it runs in the dtypes it is given, as mmcv's.
 }
 
 }  // namespace spatialgrad::torch_ops::ms_deform_attn_kernels

@@ -125,7 +125,7 @@ TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
   // Boxes carry their image's index: vmap calls once per sample.
   define_operator(m, Vmap::kPerSample, kernel<RoiAlignCall, &forward_cpu, schema::kRoiAlign>(),
                   kernel<RoiAlignBackwardCall, &backward_cpu, kBackwardSchema>());
-  define_autocast(m, "roi_align", Autocast::kFloat32ToInputDtype);
+  define_autocast(m, "roi_align", Autocast::kFloat32ToInputDtype);  // as torchvision 0.21's
 }
 
 }  // namespace spatialgrad::torch_ops::roi_align_kernels

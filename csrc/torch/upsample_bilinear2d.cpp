@@ -180,6 +180,7 @@ struct UpsampleBilinear2dBackwardCall {
 TORCH_LIBRARY_FRAGMENT(spatialgrad, m) {
   define_operator(m, Vmap::kFoldIntoBatch, kernel<UpsampleBilinear2dCall, &forward_cpu, schema::kUpsampleBilinear2d>(),
                   kernel<UpsampleBilinear2dBackwardCall, &backward_cpu, kBackwardSchema>());
+  // No autocast policy (Autocast::kNone): it runs in the dtypes it is given, as aten's upsample_bilinear2d.
 }
 
 }  // namespace spatialgrad::torch_ops::upsample_bilinear2d_kernels

@@ -1,27 +1,21 @@
 """Differentiable PyTorch functions backed by spatialgrad's CPU kernels.
 
 Importing this module needs PyTorch; ``import spatialgrad`` does not. Signatures and defaults follow the
-PyTorch/torchvision/mmcv functions they replace:
-
-========================  ======================================================================
-``roi_align``             ``torchvision.ops.roi_align``
-``upsample_bilinear2d``   ``torch.nn.functional.interpolate(..., mode="bilinear")``
-``avg_pool2d``            ``torch.nn.functional.avg_pool2d``
-``grid_sample``           ``torch.nn.functional.grid_sample``
-``ms_deform_attn``        mmcv ``MultiScaleDeformableAttnFunction.apply`` (``im2col_step`` is ignored)
-========================  ======================================================================
+PyTorch/torchvision/mmcv functions they replace (the table at the end, from each operator's module).
 
 When the native operators are built (``native`` is True: ``libspatialgrad_torch``, ``torch.ops.spatialgrad.*``),
 the adapters call them: C++ kernels and C++ autograd on PyTorch's thread pool (``torch.set_num_threads``).
 Otherwise (and for arguments those do not take) a Python ``autograd.Function`` over the NumPy API computes
 the same bits. Either way CPU tensors are shared with the kernels without copies (inputs are viewed through
 their strides); float16, bfloat16, float32 and float64 tensors are supported. Gradients are computed only for inputs that require them.
-Backward passes are differentiable (``create_graph=True``): avg_pool2d, upsample_bilinear2d and roi_align to
-any order, grid_sample and ms_deform_attn to second order; a third derivative of those two raises a
-RuntimeError naming the operator.
+Backward passes are differentiable (``create_graph=True``): to any order where the backward is linear (the
+backward of a backward is the forward), to second order where the operator has a double-backward kernel (the
+table's last column); a third derivative of those raises a RuntimeError naming the operator.
 
 ``patch()`` routes existing ``torch.nn.functional`` and ``torchvision.ops`` calls to these functions;
 ``OPERATORS`` is the tuple of the operator names it accepts. ``spatialgrad.torch.nn`` has modules built on them.
+
+Each function, what it replaces and to what order it is differentiable:
 """
 import contextlib
 import threading
@@ -65,6 +59,29 @@ OPERATORS = tuple(operator.name for operator in _registry.OPERATORS if operator.
 _ROUTES = {module.PUBLIC[0].__name__: module.PATCH for module in _OPERATOR_MODULES if hasattr(module, "PATCH")}
 
 
+def _rst_table(rows: List[List[str]], headings: Optional[List[str]] = None, indent: str = "") -> str:
+    """A reStructuredText simple table of two or more columns (a cell may hold several lines), for the
+    docstrings built from the operator modules."""
+    table = ([headings] if headings else []) + rows
+    widths = [max(len(line) for row in table for line in row[k].splitlines()) for k in range(len(rows[0]))]
+    rule = indent + "  ".join("=" * width for width in widths)
+
+    def lines_of(cells: List[str]) -> List[str]:
+        split = [cell.splitlines() for cell in cells]
+        return [(indent + "  ".join((part[i] if i < len(part) else "").ljust(width)
+                                    for part, width in zip(split, widths))).rstrip()
+                for i in range(max(map(len, split)))]
+
+    head = lines_of(headings) + [rule] if headings else []
+    return "\n".join([rule] + head + [line for row in rows for line in lines_of(row)] + [rule]) + "\n"
+
+
+# (The table's operators and these modules are in the same order: operators.toml's.)
+__doc__ = __doc__.rstrip() + "\n\n" + _rst_table([
+    [f"``{module.PUBLIC[0].__name__}``", module.REPLACES, "second order" if len(op.functions) > 2 else "any order"]
+    for module, op in zip(_OPERATOR_MODULES, _registry.OPERATORS) if hasattr(module, "REPLACES")])
+
+
 class patch(contextlib.ContextDecorator):
     """Routes PyTorch's and torchvision's functions to spatialgrad while active, without changing call sites::
 
@@ -72,24 +89,13 @@ class patch(contextlib.ContextDecorator):
             loss = model(images, targets)          # or p = patch(); p.start(); ...; p.stop()
 
     Args:
-        ops: names of the operators to route, from :data:`spatialgrad.torch.OPERATORS` (``"roi_align"``,
-            ``"upsample_bilinear2d"``, ``"avg_pool2d"``, ``"grid_sample"``); ``None`` (the default) routes all.
+        ops: names of the operators to route, from :data:`spatialgrad.torch.OPERATORS` (the table below);
+            ``None`` (the default) routes all.
         ascend: a chip of :func:`spatialgrad.ascend.chips` (e.g. ``"910B"``): while active, every spatialgrad
             call is also checked against what that Ascend NPU accepts, as :func:`spatialgrad.ascend.strict` does.
 
-    Inside the context these names are spatialgrad functions (whose ``__module__`` starts with "spatialgrad"):
-
-    ===========================  ==========================================================================
-    operator                     names replaced (and the modules that reach them)
-    ===========================  ==========================================================================
-    ``roi_align``                ``torchvision.ops.roi_align`` and the names torchvision's own modules call
-                                 (``torchvision.ops.roi_align.roi_align``: ``RoIAlign``;
-                                 ``torchvision.ops.poolers.roi_align``: ``MultiScaleRoIAlign``)
-    ``upsample_bilinear2d``      ``F.interpolate``, ``F.upsample``, ``F.upsample_bilinear`` (``nn.Upsample``,
-                                 ``nn.UpsamplingBilinear2d``) in bilinear mode on 4-D input
-    ``avg_pool2d``               ``F.avg_pool2d`` (``nn.AvgPool2d``)
-    ``grid_sample``              ``F.grid_sample``
-    ===========================  ==========================================================================
+    Inside the context the names of the table at the end are spatialgrad functions (whose ``__module__`` starts
+    with "spatialgrad").
 
     A call spatialgrad does not compute goes to the function that was there before, unchanged: non-CPU tensors,
     integer dtypes, other modes, 3-D/5-D input to interpolate, ``antialias=True``, tracing
@@ -114,6 +120,8 @@ class patch(contextlib.ContextDecorator):
 
         with spatialgrad.torch.patch(["avg_pool2d"]):
             y = torch.nn.functional.avg_pool2d(torch.rand(1, 3, 8, 8), 2)  # computed by spatialgrad
+
+    The names each operator replaces (and the modules that reach them):
     """
 
     def __init__(self, ops: Optional[Iterable[str]] = None, ascend: Optional[str] = None):
@@ -162,5 +170,11 @@ class patch(contextlib.ContextDecorator):
         return bool(self._starts)
 
 
+patch.__doc__ = patch.__doc__.rstrip() + "\n\n" + _rst_table(
+    [[f"``{name}``", _ROUTES[name].described] for name in OPERATORS],
+    ["operator", "names replaced (and the modules that reach them)"], "    ")
+
 from . import nn  # noqa: E402  (modules built on the functions above)
-from . import _onnx  # noqa: E402,F401  (registers the spatialgrad:: operators' ONNX export)
+from . import _onnx  # noqa: E402
+
+_onnx.register(_OPERATOR_MODULES)  # each operator's ONNX export (its module's ONNX)

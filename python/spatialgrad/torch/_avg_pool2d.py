@@ -1,6 +1,6 @@
 """``spatialgrad.torch.avg_pool2d``: the adapter of ``F.avg_pool2d``, its TorchScript branch and ``patch()``'s
 replacement of ``F.avg_pool2d``."""
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import torch
 from torch._prims_common import suggest_memory_format  # (c10's rule, as the CPU kernels read it)
@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .. import _strict
+from . import _onnx
 from ._common import (BroadcastingList2, apply, empty_like_kernel, fake, ints, native_operator, package, public,
                       script_branch, try_native)
 from ._patch import Routes, covered, each, named_like, ours_or_original
@@ -106,7 +107,71 @@ def _replacement(original):
     return named_like(routed_avg_pool2d, original)
 
 
+# ---- ONNX export (spatialgrad.torch._onnx registers ONNX) --------------------------------------------------
+
+# PyTorch before 2.1 exports count_include_pad=True as an explicit Pad before AveragePool; later versions use
+# AveragePool's count_include_pad attribute. avg_pool2d follows the running PyTorch, so that patch() changes
+# no op type of a model's graph.
+_PYTORCH_PADS_EXPLICITLY = tuple(int(part) for part in torch.__version__.split(".")[:2]) < (2, 1)
+
+
+def _ceil_extra(input, kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int],
+                ceil_mode: bool) -> List[int]:
+    """The padding ceil_mode adds past each axis' end: its last window reaches that far beyond the padded input.
+    Written as explicit end padding (with ceil_mode=0), because ONNX's and PyTorch's ceil_mode differ there."""
+    if not ceil_mode or all(s == 1 for s in stride):  # stride 1: ceil and floor give the same windows
+        return [0, 0]
+    spatial = _onnx.known_sizes(input)[-2:]  # as the exporter sees them: dynamic axes are None
+    if len(spatial) != 2 or None in spatial:
+        raise _onnx.fail("avg_pool2d", "a static height and width with ceil_mode=True and a stride > 1 (the "
+                         "last window depends on them)", f"sizes {spatial or 'unknown'} (export without dynamic "
+                         "axes 2 and 3 there, or use ceil_mode=False)")
+    extra = []
+    for size, k, s, p in zip(spatial, kernel, stride, padding):
+        out = _pooled_size(size, k, s, p, True)
+        extra.append(max(0, (out - 1) * s + k - (size + 2 * p)))
+    return extra
+
+
+def _average_pool(g, input, kernel, stride, pads, count_include_pad: bool):
+    return g.op("AveragePool", input, kernel_shape_i=kernel, strides_i=stride, pads_i=pads, ceil_mode_i=0,
+                count_include_pad_i=int(count_include_pad))
+
+
+def _pool_4d(g, input, kernel, stride, padding, extra, count_include_pad, divisor):
+    """avg_pool2d of a 4-D input, windows and divisors as PyTorch's."""
+    before, after = list(padding), [p + e for p, e in zip(padding, extra)]
+    if divisor is not None:
+        # Window sums (every window lies in the padded input: the divisor is kH * kW), then the divisor.
+        summed = _average_pool(g, input, kernel, stride, before + after, True)
+        return g.op("Mul", summed, _onnx.const(g, kernel[0] * kernel[1] / divisor, _onnx.dtype_of(input)))
+    if count_include_pad and (_PYTORCH_PADS_EXPLICITLY or any(extra)):
+        # PyTorch divides by the window clipped to the padded input: pad with zeros, then count what is in it.
+        padded = g.op("Pad", input, _onnx.const(g, [0, 0] + before + [0, 0] + before), mode_s="constant")
+        return _average_pool(g, padded, kernel, stride, [0, 0] + extra, False)
+    return _average_pool(g, input, kernel, stride, before + after, count_include_pad)
+
+
+def _onnx_symbolic(g, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    """spatialgrad::avg_pool2d (aten's schema) -> AveragePool."""
+    _onnx.require_opset(g, "avg_pool2d", 11, "AveragePool and Pad as PyTorch exports them")
+    kernel = _onnx.pair(_onnx.constant(kernel_size, "avg_pool2d", "kernel_size"))
+    stride = _onnx.pair(_onnx.constant(stride, "avg_pool2d", "stride") or kernel)
+    padding = _onnx.pair(_onnx.constant(padding, "avg_pool2d", "padding"))
+    ceil = bool(_onnx.constant(ceil_mode, "avg_pool2d", "ceil_mode"))
+    divisor = _onnx.constant(divisor_override, "avg_pool2d", "divisor_override")
+    extra = _ceil_extra(input, kernel, stride, padding, ceil)
+    include_pad = bool(_onnx.constant(count_include_pad, "avg_pool2d", "count_include_pad"))
+    if len(_onnx.traced_sizes(g, 0)) != 3:
+        return _pool_4d(g, input, kernel, stride, padding, extra, include_pad, divisor)
+    batched = _onnx.unsqueeze(g, input, [0])  # (C, H, W): AveragePool takes (N, C, H, W)
+    return _onnx.squeeze(g, _pool_4d(g, batched, kernel, stride, padding, extra, include_pad, divisor), [0])
+
+
 # This operator's entry of spatialgrad.torch's list (see its __init__.py).
 PUBLIC = public(avg_pool2d)
+ONNX = _onnx_symbolic
 _avg_pool2d_from_script = script_branch(avg_pool2d, _avg_pool2d_native_script)
-PATCH = Routes(targets=lambda: [(F, "avg_pool2d")], replace=each(_replacement))
+PATCH = Routes(targets=lambda: [(F, "avg_pool2d")], replace=each(_replacement),
+               described="``F.avg_pool2d`` (``nn.AvgPool2d``)")
+REPLACES = "``torch.nn.functional.avg_pool2d``"

@@ -9,6 +9,7 @@ from torch import Tensor
 
 from .. import _strict
 from .._args import GRID_INTERPOLATION, GRID_PADDING  # aten's integers of the modes
+from . import _onnx
 from ._common import (apply, empty_like_kernel, fake, is_compiling, native_operator, package, public, script_branch,
                       try_native)
 from ._patch import Routes, covered, each, named_like, ours_or_original
@@ -109,7 +110,25 @@ def _replacement(original):
     return named_like(routed_grid_sample, original)
 
 
+# ---- ONNX export (spatialgrad.torch._onnx registers ONNX) --------------------------------------------------
+
+# The modes' names by aten's integers, as GridSample's attributes name them.
+_MODE_NAMES = {number: name for name, number in GRID_INTERPOLATION.items()}
+_PADDING_NAMES = {number: name for name, number in GRID_PADDING.items()}
+
+
+def _onnx_symbolic(g, input, grid, interpolation_mode, padding_mode, align_corners):
+    """spatialgrad::grid_sampler_2d -> GridSample, the modes by name."""
+    _onnx.require_opset(g, "grid_sample", 16, "GridSample")
+    mode = _MODE_NAMES[_onnx.constant(interpolation_mode, "grid_sample", "mode")]
+    padding = _PADDING_NAMES[_onnx.constant(padding_mode, "grid_sample", "padding_mode")]
+    corners = bool(_onnx.constant(align_corners, "grid_sample", "align_corners"))
+    return _onnx.grid_sample_node(g, input, grid, mode, padding, corners)
+
+
 # This operator's entry of spatialgrad.torch's list (see its __init__.py).
 PUBLIC = public(grid_sample)
+ONNX = _onnx_symbolic
 _grid_sample_from_script = script_branch(grid_sample, _grid_sample_native_script)
-PATCH = Routes(targets=lambda: [(F, "grid_sample")], replace=each(_replacement))
+PATCH = Routes(targets=lambda: [(F, "grid_sample")], replace=each(_replacement), described="``F.grid_sample``")
+REPLACES = "``torch.nn.functional.grid_sample``"

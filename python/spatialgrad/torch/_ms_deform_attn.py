@@ -3,12 +3,13 @@ TorchScript branch, the PyTorch reference ``ms_deform_attn_reference`` and the m
 ``spatialgrad.torch.nn.MultiScaleDeformableAttention``."""
 import math
 import warnings
-from typing import Optional, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor, nn
 
 from .. import _strict
+from . import _onnx
 from ._common import (apply, empty_like_kernel, fake, is_compiling, native_operator, package, public, script_branch,
                       try_native)
 
@@ -330,7 +331,69 @@ def _expect_shape(name: str, tensor: Optional[Tensor], shape: Tuple[Union[int, T
         raise ValueError(f"{_FORWARD}: expected {name} of shape {described}, but got {tuple(tensor.shape)}")
 
 
+# ---- ONNX export (spatialgrad.torch._onnx registers ONNX) --------------------------------------------------
+
+def _fixed_dims(g, input_index: int, dims: Sequence[int], argument: str) -> List[int]:
+    """The sizes the graph fixes (heads, channels, levels, points), as traced."""
+    sizes = _onnx.traced_sizes(g, input_index)
+    picked = [sizes[d] if d < len(sizes) else None for d in dims]
+    if None in picked:
+        raise _onnx.fail("ms_deform_attn", f"static sizes of {argument} dimensions {list(dims)} (heads, "
+                         f"channels, levels and points are fixed in the graph)", f"sizes {sizes or 'unknown'}")
+    return picked
+
+
+def _level_image(g, value, spatial_shapes, level_start_index, level: int, levels: int, channels: int):
+    """Level `level` of value (bs, S, nH, C) as images (bs * nH, C, H, W); H and W read from spatial_shapes in
+    the graph, so that they may be inputs of the model."""
+    start = g.op("Gather", level_start_index, _onnx.const(g, [level]), axis_i=0)
+    end = (g.op("Gather", level_start_index, _onnx.const(g, [level + 1]), axis_i=0) if level + 1 < levels
+           else _onnx.const(g, [torch.iinfo(torch.int64).max]))
+    pixels = g.op("Slice", value, start, end, _onnx.const(g, [1]))  # (bs, H * W, nH, C)
+    pixels = g.op("Transpose", pixels, perm_i=[0, 2, 3, 1])  # (bs, nH, C, H * W)
+    height_width = g.op("Gather", spatial_shapes, _onnx.const(g, level), axis_i=0)
+    shape = g.op("Concat", _onnx.const(g, [-1, channels]), height_width, axis_i=0)
+    return g.op("Reshape", pixels, shape)
+
+
+def _grids(g, sampling_locations, levels: int, points: int):
+    """sampling_locations (bs, Q, nH, L, P, 2) in [0, 1] as GridSample's grids in [-1, 1], (bs * nH, Q, L * P, 2)."""
+    dtype = _onnx.dtype_of(sampling_locations)
+    grids = g.op("Sub", g.op("Mul", sampling_locations, _onnx.const(g, 2.0, dtype)), _onnx.const(g, 1.0, dtype))
+    grids = g.op("Transpose", grids, perm_i=[0, 2, 1, 3, 4, 5])  # (bs, nH, Q, L, P, 2)
+    queries = _onnx.slice_of(g, g.op("Shape", sampling_locations), 1, 2, 0)
+    shape = g.op("Concat", _onnx.const(g, [-1]), queries, _onnx.const(g, [levels * points, 2]), axis_i=0)
+    return g.op("Reshape", grids, shape)
+
+
+def _onnx_symbolic(g, value, spatial_shapes, level_start_index, sampling_locations, attention_weights, im2col_step):
+    """spatialgrad::ms_deform_attn -> per level a GridSample of the level's image at its points, then the points
+    weighted and summed (bs, Q, nH * C). The batch, the number of queries and the levels' sizes may be dynamic;
+    im2col_step is ignored, as by the kernel."""
+    _onnx.require_opset(g, "ms_deform_attn", 16, "GridSample")
+    heads, channels = _fixed_dims(g, 0, [2, 3], "value")
+    levels, points = _fixed_dims(g, 3, [3, 4], "sampling_locations")
+    spatial_shapes = g.op("Cast", spatial_shapes, to_i=_onnx.INT64)
+    level_start_index = g.op("Cast", level_start_index, to_i=_onnx.INT64)
+    sampling_locations = _onnx.in_dtype_of(g, sampling_locations, value)
+    attention_weights = _onnx.in_dtype_of(g, attention_weights, value)
+    grids = _grids(g, sampling_locations, levels, points)
+    sampled = []
+    for level in range(levels):
+        image = _level_image(g, value, spatial_shapes, level_start_index, level, levels, channels)
+        grid = _onnx.slice_of(g, grids, level * points, (level + 1) * points, 2)
+        sampled.append(_onnx.grid_sample_node(g, image, grid, "bilinear", "zeros", False))  # (bs * nH, C, Q, P)
+    sampled = g.op("Concat", *sampled, axis_i=3)  # (bs * nH, C, Q, L * P), level-major as the weights
+    weights = g.op("Transpose", attention_weights, perm_i=[0, 2, 1, 3, 4])  # (bs, nH, Q, L, P)
+    weights = g.op("Reshape", weights, _onnx.const(g, [-1, 1, 0, levels * points]))  # 0: keeps Q
+    summed = g.op("ReduceSum", g.op("Mul", sampled, weights), _onnx.const(g, [3]), keepdims_i=0)  # (bs * nH, C, Q)
+    out = g.op("Reshape", summed, _onnx.const(g, [-1, heads * channels, 0]))  # (bs, nH * C, Q)
+    return g.op("Transpose", out, perm_i=[0, 2, 1])
+
+
 # This operator's entry of spatialgrad.torch's list (see its __init__.py).
 PUBLIC = public(ms_deform_attn, ms_deform_attn_reference)
+REPLACES = "mmcv ``MultiScaleDeformableAttnFunction.apply`` (``im2col_step`` is ignored)"
+ONNX = _onnx_symbolic
 _ms_deform_attn_from_script = script_branch(ms_deform_attn, _ms_deform_attn_native_script)
 NN_MODULES = (MultiScaleDeformableAttention,)

@@ -14,9 +14,11 @@ Target = Tuple[object, str]  # (module, attribute)
 class Routes(NamedTuple):
     """Where ``patch()`` routes an operator: ``targets()`` lists the (module, attribute) pairs it replaces (none
     when their package is not installed); ``replace(originals)`` gives the new value of each, built over the
-    functions there before (which it calls for what spatialgrad does not compute)."""
+    functions there before (which it calls for what spatialgrad does not compute). ``described`` names them for
+    ``patch()``'s docstring (reStructuredText, lines of at most 75 characters)."""
     targets: Callable[[], List[Target]]
     replace: Callable[[Dict[Target, Callable]], Dict[Target, Callable]]
+    described: str
 
 
 def each(make: Callable[[Callable], Callable]) -> Callable[[Dict[Target, Callable]], Dict[Target, Callable]]:

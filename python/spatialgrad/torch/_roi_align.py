@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import _strict
+from . import _onnx
 from ._common import (BroadcastingList2, apply, empty_like_kernel, fake, native_operator, package, public,
                       script_branch, try_native)
 from ._patch import Routes, covered, each, named_like, ours_or_original
@@ -239,8 +240,38 @@ class MultiScaleRoIAlign(nn.Module):
         return f"featmap_names={self.featmap_names}, output_size={self.output_size}, sampling_ratio={self.sampling_ratio}"
 
 
+# ---- ONNX export (spatialgrad.torch._onnx registers ONNX) --------------------------------------------------
+
+def _column(g, rois, columns: List[int]):
+    return g.op("Gather", rois, _onnx.const(g, columns), axis_i=1)
+
+
+def _onnx_symbolic(g, input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
+    """spatialgrad::roi_align (torchvision's schema) -> RoiAlign, with the batch indices and boxes taken from the
+    (K, 5) rows as torchvision's export takes them. aligned=False is RoiAlign's output_half_pixel (the mode of
+    RoiAlign-10, boxes at least 1 pixel), aligned=True its half_pixel (opset 16); sampling_ratio <= 0 is 0,
+    adaptive in both."""
+    _onnx.require_opset(g, "roi_align", 10, "RoiAlign")
+    shifted = bool(_onnx.constant(aligned, "roi_align", "aligned"))
+    if shifted:
+        _onnx.require_opset(g, "roi_align", 16, "RoiAlign", "'s coordinate_transformation_mode, for aligned=True")
+    batch_indices = g.op("Cast", _onnx.squeeze(g, _column(g, rois, [0]), [1]), to_i=_onnx.INT64)
+    attributes = dict(spatial_scale_f=_onnx.constant(spatial_scale, "roi_align", "spatial_scale"),
+                      output_height_i=_onnx.constant(pooled_height, "roi_align", "output_size"),
+                      output_width_i=_onnx.constant(pooled_width, "roi_align", "output_size"),
+                      sampling_ratio_i=max(0, _onnx.constant(sampling_ratio, "roi_align", "sampling_ratio")))
+    if g.opset >= 16:
+        attributes["coordinate_transformation_mode_s"] = "half_pixel" if shifted else "output_half_pixel"
+    return g.op("RoiAlign", input, _column(g, rois, [1, 2, 3, 4]), batch_indices, **attributes)
+
+
 # This operator's entry of spatialgrad.torch's list (see its __init__.py).
 PUBLIC = public(roi_align)
+ONNX = _onnx_symbolic
 _roi_align_from_script = script_branch(roi_align, _roi_align_native_script)
-PATCH = Routes(targets=_targets, replace=each(_replacement))
+PATCH = Routes(targets=_targets, replace=each(_replacement), described="""\
+``torchvision.ops.roi_align`` and the names torchvision's own modules call
+(``torchvision.ops.roi_align.roi_align``: ``RoIAlign``;
+``torchvision.ops.poolers.roi_align``: ``MultiScaleRoIAlign``)""")
+REPLACES = "``torchvision.ops.roi_align``"
 NN_MODULES = (RoIAlign, MultiScaleRoIAlign)

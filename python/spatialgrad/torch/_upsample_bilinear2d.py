@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .. import _strict
+from . import _onnx
 from ._common import (BroadcastingList2, apply, empty_like_kernel, fake, ints, is_channels_last, native_operator,
                       package, public, script_branch, try_native)
 from ._patch import SPATIALGRAD_ERRORS, Routes, covered, named_like, original_or_clearer_error
@@ -137,8 +138,34 @@ def _replacements(now):
             (F, "upsample_bilinear"): _upsample_bilinear(now[(F, "upsample_bilinear")], interpolate)}
 
 
+# ---- ONNX export (spatialgrad.torch._onnx registers ONNX) --------------------------------------------------
+
+def _onnx_symbolic(g, input, output_size, align_corners, scale_factors):
+    """spatialgrad::upsample_bilinear2d (aten's .vec schema) -> Resize, as PyTorch exports F.interpolate: linear,
+    align_corners or half_pixel, the given scales (with the batch and channel scales 1) or sizes."""
+    _onnx.require_opset(g, "upsample_bilinear2d", 11, "Resize with coordinate_transformation_mode")
+    corners = _onnx.constant(align_corners, "upsample_bilinear2d", "align_corners")
+    attributes = dict(coordinate_transformation_mode_s="align_corners" if corners else "half_pixel", mode_s="linear",
+                      cubic_coeff_a_f=-0.75, nearest_mode_s="floor")  # (the last two unused: PyTorch writes them)
+    roi = _onnx.omitted(g)
+    scales = _onnx.constant(scale_factors, "upsample_bilinear2d", "scale_factors")
+    if scales is not None:
+        scales = g.op("Concat", _onnx.const(g, [1.0, 1.0], torch.float32),
+                      _onnx.const(g, _onnx.pair(scales), torch.float32), axis_i=0)
+        return g.op("Resize", input, roi, scales, **attributes)
+    size = _onnx.python_value(output_size)
+    size = output_size if isinstance(size, torch._C.Value) else _onnx.const(g, _onnx.pair(size))
+    batch_and_channels = _onnx.slice_of(g, g.op("Shape", input), 0, 2, 0)
+    sizes = g.op("Concat", batch_and_channels, g.op("Cast", size, to_i=_onnx.INT64), axis_i=0)
+    return g.op("Resize", input, roi, _onnx.omitted(g), sizes, **attributes)
+
+
 # This operator's entry of spatialgrad.torch's list (see its __init__.py).
 PUBLIC = public(upsample_bilinear2d)
+ONNX = _onnx_symbolic
 _upsample_bilinear2d_from_script = script_branch(upsample_bilinear2d, _upsample_bilinear2d_native_script)
 PATCH = Routes(targets=lambda: [(F, "interpolate"), (F, "upsample"), (F, "upsample_bilinear")],
-               replace=_replacements)
+               replace=_replacements, described="""\
+``F.interpolate``, ``F.upsample``, ``F.upsample_bilinear`` (``nn.Upsample``,
+``nn.UpsamplingBilinear2d``) in bilinear mode on 4-D input""")
+REPLACES = '``torch.nn.functional.interpolate(..., mode="bilinear")``'
