@@ -194,7 +194,16 @@ def native_header(table: dict) -> str:
     for name, operator in native_operators(table).items():
         lines.append(f"inline constexpr char k{camel(name)}[] =")
         lines += schema_literals(operator["native"])
-    lines += ["}  // namespace schema", "", "namespace signature {"]
+    lines += ["}  // namespace schema", "",
+              "// spatialgrad.torch's name of each forward (the table's first torch function: a third derivative's",
+              "// message names it) and the autograd node of each second-order kernel (SecondOrderCall).",
+              "namespace name {"]
+    for name, operator in native_operators(table).items():
+        lines.append(f'inline constexpr char k{camel(name)}[] = "{operator["torch"][0]}";')
+        if len(operator["functional"]) > 2:
+            lines.append(f'inline constexpr char k{camel(name)}DoubleBackwardNode[] = '
+                         f'"spatialgrad::{camel(name)}DoubleBackward";')
+    lines += ["}  // namespace name", "", "namespace signature {"]
     for name, operator in native_operators(table).items():
         types = [NATIVE_TYPES[kind][0] for kind, _ in native_arguments(operator["native"])]
         head = f"using {camel(name)} = at::Tensor("

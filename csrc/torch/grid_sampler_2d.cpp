@@ -158,10 +158,8 @@ struct GridSampler2dBackwardCall {
   }
 };
 
-// The forward's name in spatialgrad.torch, for the message of a third derivative, and the second-order node's.
-constexpr char kOperatorName[] = "grid_sample";
-constexpr char kDoubleBackwardNode[] = "spatialgrad::GridSampler2dDoubleBackward";
-using GridSampler2dDoubleBackwardCall = SecondOrderCall<kDoubleBackwardNode, kDoubleBackwardSchema, kOperatorName>;
+using GridSampler2dDoubleBackwardCall =
+    SecondOrderCall<name::kGridSampler2dDoubleBackwardNode, kDoubleBackwardSchema, name::kGridSampler2d>;
 
 }  // namespace
 

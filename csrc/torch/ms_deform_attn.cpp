@@ -188,10 +188,8 @@ struct MsDeformAttnBackwardCall {
   }
 };
 
-// The forward's name in spatialgrad.torch, for the message of a third derivative, and the second-order node's.
-constexpr char kOperatorName[] = "ms_deform_attn";
-constexpr char kDoubleBackwardNode[] = "spatialgrad::MsDeformAttnDoubleBackward";
-using MsDeformAttnDoubleBackwardCall = SecondOrderCall<kDoubleBackwardNode, kDoubleBackwardSchema, kOperatorName>;
+using MsDeformAttnDoubleBackwardCall =
+    SecondOrderCall<name::kMsDeformAttnDoubleBackwardNode, kDoubleBackwardSchema, name::kMsDeformAttn>;
 
 }  // namespace
 

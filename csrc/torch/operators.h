@@ -24,6 +24,18 @@ inline constexpr char kMsDeformAttn[] =
     "Tensor attention_weights, int im2col_step=64) -> Tensor";
 }  // namespace schema
 
+// spatialgrad.torch's name of each forward (the table's first torch function: a third derivative's
+// message names it) and the autograd node of each second-order kernel (SecondOrderCall).
+namespace name {
+inline constexpr char kRoiAlign[] = "roi_align";
+inline constexpr char kUpsampleBilinear2d[] = "upsample_bilinear2d";
+inline constexpr char kAvgPool2d[] = "avg_pool2d";
+inline constexpr char kGridSampler2d[] = "grid_sample";
+inline constexpr char kGridSampler2dDoubleBackwardNode[] = "spatialgrad::GridSampler2dDoubleBackward";
+inline constexpr char kMsDeformAttn[] = "ms_deform_attn";
+inline constexpr char kMsDeformAttnDoubleBackwardNode[] = "spatialgrad::MsDeformAttnDoubleBackward";
+}  // namespace name
+
 namespace signature {
 using RoiAlign = at::Tensor(const at::Tensor&, const at::Tensor&, double, int64_t, int64_t, int64_t, bool);
 using UpsampleBilinear2d = at::Tensor(const at::Tensor&, c10::optional<at::IntArrayRef>, bool,
