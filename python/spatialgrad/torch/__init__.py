@@ -18,6 +18,7 @@ table's last column); a third derivative of those raises a RuntimeError naming t
 Each function, what it replaces and to what order it is differentiable:
 """
 import contextlib
+import inspect
 import threading
 from typing import TYPE_CHECKING, Iterable, List, Optional
 
@@ -59,17 +60,17 @@ OPERATORS = tuple(operator.name for operator in _registry.OPERATORS if operator.
 _ROUTES = {module.PUBLIC[0].__name__: module.PATCH for module in _OPERATOR_MODULES if hasattr(module, "PATCH")}
 
 
-def _rst_table(rows: List[List[str]], headings: Optional[List[str]] = None, indent: str = "") -> str:
+def _rst_table(rows: List[List[str]], headings: Optional[List[str]] = None) -> str:
     """A reStructuredText simple table of two or more columns (a cell may hold several lines), for the
     docstrings built from the operator modules."""
     table = ([headings] if headings else []) + rows
     widths = [max(len(line) for row in table for line in row[k].splitlines()) for k in range(len(rows[0]))]
-    rule = indent + "  ".join("=" * width for width in widths)
+    rule = "  ".join("=" * width for width in widths)
 
     def lines_of(cells: List[str]) -> List[str]:
         split = [cell.splitlines() for cell in cells]
-        return [(indent + "  ".join((part[i] if i < len(part) else "").ljust(width)
-                                    for part, width in zip(split, widths))).rstrip()
+        return ["  ".join((part[i] if i < len(part) else "").ljust(width)
+                          for part, width in zip(split, widths)).rstrip()
                 for i in range(max(map(len, split)))]
 
     head = lines_of(headings) + [rule] if headings else []
@@ -170,9 +171,10 @@ class patch(contextlib.ContextDecorator):
         return bool(self._starts)
 
 
-patch.__doc__ = patch.__doc__.rstrip() + "\n\n" + _rst_table(
+# (Dedented first: Python 3.13 strips a docstring's indentation when it compiles it, earlier versions do not.)
+patch.__doc__ = inspect.cleandoc(patch.__doc__) + "\n\n" + _rst_table(
     [[f"``{name}``", _ROUTES[name].described] for name in OPERATORS],
-    ["operator", "names replaced (and the modules that reach them)"], "    ")
+    ["operator", "names replaced (and the modules that reach them)"])
 
 from . import nn  # noqa: E402  (modules built on the functions above)
 from . import _onnx  # noqa: E402
