@@ -33,10 +33,16 @@ def _boxes_k5(boxes: Union[torch.Tensor, List[torch.Tensor]], dtype: torch.dtype
     if not isinstance(boxes, (list, tuple)):
         return boxes
     _check_boxes_per_image(boxes)
-    if not boxes:
-        return torch.zeros((0, 5), dtype=dtype)
-    joined = torch.cat(list(boxes), dim=0)
-    image_index = torch.cat([torch.full_like(b[:, :1], i) for i, b in enumerate(boxes)], dim=0)
+    return _rows_of_images(list(boxes), dtype)
+
+
+def _rows_of_images(boxes: List[Tensor], dtype: torch.dtype) -> Tensor:
+    """(L_i, 4) boxes, one tensor per image, as (K, 5) rows with the image's index first (the conversion both the
+    adapter and its TorchScript branch run: TorchScript compiles it)."""
+    if len(boxes) == 0:
+        return torch.zeros([0, 5], dtype=dtype)
+    joined = torch.cat(boxes, dim=0)  # (first, as torchvision's conversion: a trace records the same ops)
+    image_index = torch.cat([torch.full_like(b[:, :1], float(i)) for i, b in enumerate(boxes)], dim=0)
     return torch.cat([image_index, joined], dim=1)
 
 
@@ -95,12 +101,7 @@ def roi_align(input: Tensor, boxes: Union[Tensor, List[Tensor]], output_size: Br
 
 def _roi_align_native_script(input: Tensor, boxes: Union[Tensor, List[Tensor]], output_size: List[int],
                              spatial_scale: float, sampling_ratio: int, aligned: bool) -> Tensor:
-    if isinstance(boxes, Tensor):
-        rois = boxes
-    else:  # torchvision's list of (L_i, 4) tensors, one per image: (K, 5) rows with the image index first
-        rows = [torch.cat([torch.full([b.size(0), 1], float(i), dtype=b.dtype), b], dim=1)
-                for i, b in enumerate(boxes)]
-        rois = torch.cat(rows, dim=0) if len(rows) > 0 else torch.zeros([0, 5], dtype=input.dtype)
+    rois = boxes if isinstance(boxes, Tensor) else _rows_of_images(boxes, input.dtype)
     return torch.ops.spatialgrad.roi_align(input, rois, spatial_scale, output_size[0], output_size[1], sampling_ratio,
                                            aligned)
 
