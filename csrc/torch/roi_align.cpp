@@ -17,7 +17,8 @@ namespace {
 
 RoiAlignParams make_params(double spatial_scale, int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
                            bool aligned) {
-  // torchvision's sampling_ratio -1 (adaptive) is the core's 0.
+  // torchvision's sampling_ratio -1 (adaptive) is the core's 0 (Python's is functional/roi_align.py's
+  // core_sampling_ratio).
   return RoiAlignParams{pooled_height, pooled_width, spatial_scale, std::max<int64_t>(sampling_ratio, 0), aligned};
 }
 

@@ -21,9 +21,11 @@ def _int(value, name: str, op: str) -> int:
         raise TypeError(f"{op}(): expected {name} to be an int, but got {short_repr(value)}") from None
 
 
-def _sampling_ratio(value, op: str) -> int:
-    """torchvision's meaning, in both spatialgrad's NumPy and PyTorch APIs: ``<= 0`` is adaptive. The C++ core
-    and the aclnn C API keep the NPU's rule (``>= 0``, 0 adaptive, negative an error), so the mapping is here."""
+def core_sampling_ratio(value, op: str) -> int:
+    """torchvision's sampling_ratio as the core's: torchvision's meaning, in both spatialgrad's NumPy and PyTorch
+    APIs (and their ONNX export), is ``<= 0`` adaptive. The C++ core and the aclnn C API keep the NPU's rule (``>=
+    0``, 0 adaptive, negative an error), so the mapping is here for Python (and in csrc/torch/roi_align.cpp's
+    make_params for the native operators, which C++ callers reach without Python)."""
     return max(_int(value, "sampling_ratio", op), 0)
 
 
@@ -79,7 +81,7 @@ def roi_align(
         boxes,
         int_list(output_size, "output_size", op),
         _float(spatial_scale, "spatial_scale", op),
-        _sampling_ratio(sampling_ratio, op),
+        core_sampling_ratio(sampling_ratio, op),
         bool(aligned),
     )
 
@@ -120,7 +122,7 @@ def roi_align_backward(
         _int(pooled_height, "pooled_height", op),
         _int(pooled_width, "pooled_width", op),
         _float(spatial_scale, "spatial_scale", op),
-        _sampling_ratio(sampling_ratio, op),
+        core_sampling_ratio(sampling_ratio, op),
         bool(aligned),
     )
 

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import _strict
+from ..functional.roi_align import core_sampling_ratio
 from . import _onnx
 from ._common import (BroadcastingList2, apply, empty_like_kernel, fake, native_operator, package, public,
                       script_branch, try_native)
@@ -260,7 +261,8 @@ def _onnx_symbolic(g, input, rois, spatial_scale, pooled_height, pooled_width, s
     attributes = dict(spatial_scale_f=_onnx.constant(spatial_scale, "roi_align", "spatial_scale"),
                       output_height_i=_onnx.constant(pooled_height, "roi_align", "output_size"),
                       output_width_i=_onnx.constant(pooled_width, "roi_align", "output_size"),
-                      sampling_ratio_i=max(0, _onnx.constant(sampling_ratio, "roi_align", "sampling_ratio")))
+                      sampling_ratio_i=core_sampling_ratio(_onnx.constant(sampling_ratio, "roi_align",
+                                                                          "sampling_ratio"), "roi_align"))
     if g.opset >= 16:
         attributes["coordinate_transformation_mode_s"] = "half_pixel" if shifted else "output_half_pixel"
     return g.op("RoiAlign", input, _column(g, rois, [1, 2, 3, 4]), batch_indices, **attributes)
