@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "detail/avg_pool2d_lanes.h"
 #include "detail/avg_pool2d_windows.h"
+#include "detail/lanes.h"
 #include "detail/checks.h"
 #include "detail/convert.h"
 #include "detail/entry.h"
@@ -376,7 +376,7 @@ void forward_rows(const PlanePlan<T>& plan, ForwardScratch<T, WidthSum>& scratch
   SG_SIMD_DISPATCH(forward_rows(isa, plan, scratch, lo, hi));
 }
 
-// ---- lanes: many values per pixel in one vector pass (detail/avg_pool2d_lanes.h) ----------------------------
+// ---- lanes: many values per pixel in one vector pass (detail/lanes.h) ---------------------------------------
 //
 // The plane kernels above pay a fixed cost per row of a plane (a dozen short loops); on small planes
 // (a 7x7 ResNet head) that cost is most of the call. The lane kernels below run every loop over the L lanes

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <tuple>
 
-#include "detail/avg_pool2d_lanes.h"
 #include "detail/convert.h"
+#include "detail/lanes.h"
 #include "detail/strategy.h"
 #include "spatialgrad/avg_pool2d.h"
 #include "spatialgrad/parallel.h"

@@ -1,7 +1,8 @@
-// avg_pool2d's lane layout: images whose innermost axis is a run of "lanes" that every loop runs over in
-// one vector pass (the channels of a channels-last tensor, or planes packed side by side into a tile),
-// and the moves between that layout and a tensor's (docs/design.md). The families, planes, plane tiles,
-// channels-last lanes and direct, are avg_pool2d's strategies (detail/strategy.h).
+// Lane layout, part of the kernel vocabulary: images whose innermost axis is a run of "lanes" that a kernel's
+// loops run over in one vector pass (the channels of a channels-last tensor, or planes packed side by side
+// into a tile), and the moves between that layout and a tensor's (docs/design.md). The moves are pure copies
+// (and exact widening): they never change a result. The pooling kernels' channels-last and plane-tile
+// strategies run on them.
 #pragma once
 
 #include <algorithm>
