@@ -77,10 +77,17 @@ def _rst_table(rows: List[List[str]], headings: Optional[List[str]] = None) -> s
     return "\n".join([rule] + head + [line for row in rows for line in lines_of(row)] + [rule]) + "\n"
 
 
-# (The table's operators and these modules are in the same order: operators.toml's.)
-__doc__ = __doc__.rstrip() + "\n\n" + _rst_table([
-    [f"``{module.PUBLIC[0].__name__}``", module.REPLACES, "second order" if len(op.functions) > 2 else "any order"]
-    for module, op in zip(_OPERATOR_MODULES, _registry.OPERATORS) if hasattr(module, "REPLACES")])
+_BY_NAME = {operator.name: operator for operator in _registry.OPERATORS}  # (named as each module's adapter)
+
+
+def _order(module) -> str:
+    """To what order the module's operator is differentiable: second with a double-backward kernel (a third
+    function in its table entry), else any (its backward is linear)."""
+    return "second order" if len(_BY_NAME[module.PUBLIC[0].__name__].functions) > 2 else "any order"
+
+
+__doc__ = __doc__.rstrip() + "\n\n" + _rst_table([[f"``{module.PUBLIC[0].__name__}``", module.REPLACES, _order(module)]
+                                                for module in _OPERATOR_MODULES if hasattr(module, "REPLACES")])
 
 
 class patch(contextlib.ContextDecorator):
