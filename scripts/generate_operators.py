@@ -10,6 +10,7 @@ Each generated file says so in its first line. CMake reads the table itself (the
 import argparse
 import re
 import sys
+import textwrap
 import tomllib
 from pathlib import Path
 from typing import Callable, Dict, List, Tuple
@@ -29,6 +30,8 @@ def load(path: Path = TABLE) -> dict:
         unknown = set(operator) - {"ascend", "functional", "torch", "core", "native", "strategies"}
         if unknown:
             raise ValueError(f"operators.toml: [operators.{name}] has unknown keys {sorted(unknown)}")
+        if "ascend" in operator and set(operator["ascend"]) != {"name", "header", "arguments", "doc"}:
+            raise ValueError(f"operators.toml: [operators.{name}.ascend] needs exactly name, header, arguments, doc")
         if operator["core"][0].split("(", 1)[0] != name:
             raise ValueError(f"operators.toml: [operators.{name}]'s first core function is not {name}()")
         for strategy in operator.get("strategies", []):
@@ -344,6 +347,35 @@ def wrapped(head: str, items: List[str], tail: str, indent: int, width: int = 12
     return "\n".join(lines + [line])
 
 
+ACLNN_HEADERS = "csrc/aclnn/include/aclnnop"
+
+
+def aclnn_header(ascend: dict) -> str:
+    """The CANN-style header of one aclnn function: its two-phase pair (plan, then run), declared as CANN does."""
+    api, header = ascend["name"], ascend["header"]
+    guard = "SPATIALGRAD_ACLNNOP_" + re.sub(r"\W", "_", header).upper() + "_"
+    about = textwrap.wrap(f"spatialgrad: {api} (CANN aclnnop/{header}) on the CPU.", 117)
+    doc = textwrap.wrap(" ".join(ascend["doc"].split()), 117)
+    arguments = [a.strip() for a in split_arguments(ascend["arguments"])]
+    plan = wrapped("    ", arguments + ["uint64_t* workspaceSize", "aclOpExecutor** executor"], ");", 4)
+    run_head = f"ACL_FUNC_VISIBILITY aclnnStatus {api}("
+    run = wrapped(run_head, ["void* workspace", "uint64_t workspaceSize", "aclOpExecutor* executor",
+                             "aclrtStream stream"], ");", len(run_head))
+    comment = [f"// {line}".rstrip() for line in [HEADER, ""] + about + [""] + doc]
+    return "\n".join(comment + [
+        "", f"#ifndef {guard}", f"#define {guard}", "", '#include "aclnn/aclnn_base.h"', "",
+        "#ifdef __cplusplus", 'extern "C" {', "#endif", "",
+        f"ACL_FUNC_VISIBILITY aclnnStatus {api}GetWorkspaceSize(", plan, "", run, "",
+        "#ifdef __cplusplus", "}", "#endif", "", f"#endif  // {guard}", ""])
+
+
+def aclnn_headers(table: dict) -> Dict[str, Callable[[dict], str]]:
+    """Each operator's aclnn header (path -> how it is made), for the operators that have an `ascend` entry."""
+    return {f"{ACLNN_HEADERS}/{operator['ascend']['header']}":
+            (lambda t, name=name: aclnn_header(t["operators"][name]["ascend"]))
+            for name, operator in table["operators"].items() if "ascend" in operator}
+
+
 # Each generated file and how it is made from the table.
 GENERATED: Dict[str, Callable[[dict], str]] = {
     "python/spatialgrad/_core.pyi": core_stubs,
@@ -352,6 +384,7 @@ GENERATED: Dict[str, Callable[[dict], str]] = {
     "csrc/torch/operators.h": native_header,
     "csrc/torch/python.cpp": native_python,
     "csrc/src/detail/strategies.h": strategies_header,
+    **aclnn_headers(load()),
 }
 # Hand-written files with a generated part (between markers), and how the whole file is made from the table.
 GENERATED_PARTS: Dict[str, Callable[[dict], str]] = {

@@ -66,7 +66,7 @@ def test_each_operator_has_its_file_in_every_layer_and_its_ascend_declaration():
         assert "ascend" in operator and "native" in operator, name
         assert (ROOT / f"csrc/aclnn/{name}.cpp").is_file() and (ROOT / f"tests/cpp/test_aclnn_{name}.cpp").is_file()
         assert (ROOT / f"csrc/torch/{name}.cpp").is_file(), name
-        assert f"aclnnStatus {operator['ascend']}GetWorkspaceSize(" in headers, operator["ascend"]
+        assert f"aclnnStatus {operator['ascend']['name']}GetWorkspaceSize(" in headers, operator["ascend"]["name"]
 
 
 def test_the_tables_torch_functions_are_the_adapters_modules_public_ones():
