@@ -68,20 +68,25 @@ struct Pooling {
   bool aligned;
 };
 
-// The forward's gradient (input's: rois get none): the backward kernel over the saved rois, to the input's shape.
-struct RoiAlignCall {
-  static constexpr const char* kName = "spatialgrad::RoiAlign";
+// What both kernels' nodes keep: the options and the rois (their second tensor; no gradient flows to it).
+struct SavesRois {
   Pooling pooling;
+
+  template <class... Options>
+  static variable_list saved(const at::Tensor& /*input or grad*/, const at::Tensor& rois, const Options&... /*opts*/) {
+    return {rois};
+  }
+};
+
+// The forward's gradient (input's: rois get none): the backward kernel over the saved rois, to the input's shape.
+struct RoiAlignCall : SavesRois {
+  static constexpr const char* kName = "spatialgrad::RoiAlign";
   std::vector<int64_t> input_shape;
 
   static RoiAlignCall of(const at::Tensor& /*out*/, const at::Tensor& input, const at::Tensor& /*rois*/,
                          double spatial_scale, int64_t pooled_height, int64_t pooled_width, int64_t sampling_ratio,
                          bool aligned) {
-    return {{spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned}, sizes_of(input)};
-  }
-  template <class... Options>
-  static variable_list saved(const at::Tensor& /*input*/, const at::Tensor& rois, const Options&... /*options*/) {
-    return {rois};
+    return {{{spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned}}, sizes_of(input)};
   }
 
   variable_list backward(const variable_list& grads, const variable_list& saved, const std::vector<bool>& wanted) const {
@@ -96,19 +101,14 @@ struct RoiAlignCall {
 };
 
 // The backward is linear in grad: its gradient is the forward (through the dispatcher: any order).
-struct RoiAlignBackwardCall {
+struct RoiAlignBackwardCall : SavesRois {
   static constexpr const char* kName = "spatialgrad::RoiAlignBackward";
-  Pooling pooling;
 
   static RoiAlignBackwardCall of(const at::Tensor& /*out*/, const at::Tensor& /*grad*/, const at::Tensor& /*rois*/,
                                  double spatial_scale, int64_t pooled_height, int64_t pooled_width,
                                  int64_t /*batch_size*/, int64_t /*channels*/, int64_t /*height*/, int64_t /*width*/,
                                  int64_t sampling_ratio, bool aligned) {
-    return {{spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned}};
-  }
-  template <class... Options>
-  static variable_list saved(const at::Tensor& /*grad*/, const at::Tensor& rois, const Options&... /*options*/) {
-    return {rois};
+    return {{{spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned}}};
   }
 
   variable_list backward(const variable_list& grads, const variable_list& saved, const std::vector<bool>& wanted) const {

@@ -216,6 +216,18 @@ class BoxSpread {
   Acc* input_[2] = {nullptr, nullptr};
 };
 
+// dst[j] = the sum of src[begin[j] .. end[j]) from +0, in order, for j < count: the direct passes' one loop
+// (windows over inputs forward, covering windows over outputs backward).
+template <class Acc>
+SPATIALGRAD_INLINE void range_sums(const Acc* src, const std::vector<int64_t>& begin, const std::vector<int64_t>& end,
+                                   int64_t count, Acc* __restrict dst) {
+  for (int64_t j = 0; j < count; ++j) {
+    Acc sum = 0;
+    for (int64_t i = begin[j]; i < end[j]; ++i) sum += src[i];
+    dst[j] = sum;
+  }
+}
+
 // StridedBoxSum's interface over the window table: window o sums input[start[o] .. end[o]) from +0, in
 // order. Padding contributes zeros, which change no sum (the inputs are sums from +0: never -0), so the
 // results are those of StridedBoxSum. For axes where windows_exceed_input().
@@ -227,12 +239,7 @@ class DirectBoxSum {
   Acc* input() { return input_.data(); }
 
   SPATIALGRAD_INLINE void run(Acc* __restrict dst) {
-    const Acc* x = input_.data();
-    for (int64_t o = 0; o < axis_->out; ++o) {
-      Acc sum = 0;
-      for (int64_t i = axis_->start[o]; i < axis_->end[o]; ++i) sum += x[i];
-      dst[o] = sum;
-    }
+    range_sums(input_.data(), axis_->start, axis_->end, axis_->out, dst);
   }
 
  private:
@@ -252,12 +259,7 @@ class DirectSpread {
   Acc* input(int slot) { return input_[slot].data(); }
 
   SPATIALGRAD_INLINE void run(int slot, Acc* __restrict dst) {
-    const Acc* src = input_[slot].data();
-    for (int64_t x = 0; x < axis_->in; ++x) {
-      Acc sum = 0;
-      for (int64_t o = axis_->first[x]; o < axis_->last[x]; ++o) sum += src[o];
-      dst[x] = sum;
-    }
+    range_sums(input_[slot].data(), axis_->first, axis_->last, axis_->in, dst);
   }
 
  private:

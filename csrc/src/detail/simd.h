@@ -399,26 +399,31 @@ SPATIALGRAD_INLINE void deinterleave(const V& a, const V& b, V& evens, V& odds) 
   deinterleave_lanes(a, b, evens, odds, std::make_index_sequence<static_cast<size_t>(kLanesOf<V>)>{});
 }
 
-// r = floor(x) in every lane, exactly (NaN, infinities and -0 pass through).
-template <class Isa, class V>
-SPATIALGRAD_INLINE void floor_lanes(Isa, const V& x, V& r) {
+// The two roundings the kernels use: toward -infinity (floor) and to nearest in the current rounding mode (ties
+// to even by default, as nearbyint). Both are exact; NaN, infinities and -0 pass through.
+enum class Rounding { kFloor, kNearest };
+
+template <Rounding kMode, class Isa, class V>
+SPATIALGRAD_INLINE void round_lanes(Isa, const V& x, V& r) {
 #if defined(SG_SIMD_LEVELS)
-  constexpr int kFloor = _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC;
-  if constexpr (Isa::kLevel == SimdLevel::kAvx512 && sizeof(V) == 64) return round_avx512<kFloor>(x, r);
-  if constexpr (Isa::kLevel != SimdLevel::kBaseline && sizeof(V) == 32) return round_avx2<kFloor>(x, r);
+  constexpr int kImm = (kMode == Rounding::kFloor ? _MM_FROUND_TO_NEG_INF : _MM_FROUND_CUR_DIRECTION) |
+                       _MM_FROUND_NO_EXC;
+  if constexpr (Isa::kLevel == SimdLevel::kAvx512 && sizeof(V) == 64) return round_avx512<kImm>(x, r);
+  if constexpr (Isa::kLevel != SimdLevel::kBaseline && sizeof(V) == 32) return round_avx2<kImm>(x, r);
 #endif
-  for (int k = 0; k < kLanesOf<V>; ++k) r[k] = std::floor(x[k]);
+  for (int k = 0; k < kLanesOf<V>; ++k) r[k] = kMode == Rounding::kFloor ? std::floor(x[k]) : std::nearbyint(x[k]);
 }
 
-// r = nearbyint(x) in every lane: to nearest in the current rounding mode, ties to even by default.
+// r = floor(x) in every lane.
 template <class Isa, class V>
-SPATIALGRAD_INLINE void nearbyint_lanes(Isa, const V& x, V& r) {
-#if defined(SG_SIMD_LEVELS)
-  constexpr int kCurrent = _MM_FROUND_CUR_DIRECTION | _MM_FROUND_NO_EXC;
-  if constexpr (Isa::kLevel == SimdLevel::kAvx512 && sizeof(V) == 64) return round_avx512<kCurrent>(x, r);
-  if constexpr (Isa::kLevel != SimdLevel::kBaseline && sizeof(V) == 32) return round_avx2<kCurrent>(x, r);
-#endif
-  for (int k = 0; k < kLanesOf<V>; ++k) r[k] = std::nearbyint(x[k]);
+SPATIALGRAD_INLINE void floor_lanes(Isa isa, const V& x, V& r) {
+  round_lanes<Rounding::kFloor>(isa, x, r);
+}
+
+// r = nearbyint(x) in every lane.
+template <class Isa, class V>
+SPATIALGRAD_INLINE void nearbyint_lanes(Isa isa, const V& x, V& r) {
+  round_lanes<Rounding::kNearest>(isa, x, r);
 }
 
 // True when every lane of an int32 mask (lanes of -1 or 0) is set: one test at AVX2 and AVX-512 (all_lanes
