@@ -103,7 +103,7 @@ class RowPairCache {
 
   // Rows r0 and r1 of `plane`; fill(row, buffer) computes a row that is not cached.
   template <class Fill>
-  std::pair<const Acc*, const Acc*> get(int64_t plane, int64_t r0, int64_t r1, const Fill& fill) {
+  SPATIALGRAD_INLINE std::pair<const Acc*, const Acc*> get(int64_t plane, int64_t r0, int64_t r1, const Fill& fill) {
     int s0 = find(plane, r0);
     if (s0 < 0) {
       s0 = find(plane, r1) == 0 ? 1 : 0;  // keep r1 if it is cached
@@ -124,7 +124,7 @@ class RowPairCache {
     return -1;
   }
   template <class Fill>
-  void load(int s, int64_t plane, int64_t row, const Fill& fill) {
+  SPATIALGRAD_INLINE void load(int s, int64_t plane, int64_t row, const Fill& fill) {
     fill(row, slot(s));
     plane_[s] = plane;
     row_[s] = row;
@@ -187,7 +187,7 @@ struct NhwcForward {
         stream(worth_streaming(output)) {}
 
   // buf[ow * C + c] = the W interpolation of input row `row` (float16/bfloat16 rows widened into `wide` first).
-  void interpolate_row(const T* row, Acc* buf, float* wide) const {
+  SPATIALGRAD_INLINE void interpolate_row(const T* row, Acc* buf, float* wide) const {
     if constexpr (detail::kIsHalfType<T>) {
       widen_pixels(row, is.w, is.c, tab.w.in, channels, wide);
       for (int64_t ow = 0; ow < tab.w.out; ++ow) {
@@ -200,7 +200,7 @@ struct NhwcForward {
   }
 
   template <class S>
-  void blend_pixel(const S* p0, const S* p1, int64_t c_step, int64_t ow, Acc* b) const {
+  SPATIALGRAD_INLINE void blend_pixel(const S* p0, const S* p1, int64_t c_step, int64_t ow, Acc* b) const {
     const Acc w0 = tab.w.l0[ow], w1 = tab.w.l1[ow];
     if (c_step == 1) {
       for (int64_t c = 0; c < channels; ++c) b[c] = w0 * load_as<Acc>(p0[c]) + w1 * load_as<Acc>(p1[c]);
@@ -211,7 +211,7 @@ struct NhwcForward {
   }
 
   // Output row oh from its two interpolated input rows.
-  void store_row(const Acc* r0, const Acc* r1, int64_t oh, T* dst) const {
+  SPATIALGRAD_INLINE void store_row(const Acc* r0, const Acc* r1, int64_t oh, T* dst) const {
     const Acc a0 = tab.h.l0[oh], a1 = tab.h.l1[oh];
     const int64_t row_len = tab.w.out * channels;
     if (dense_out && stream) {
@@ -232,18 +232,22 @@ void forward_nhwc(const TensorView& input, const TensorView& output, const Table
   const int64_t out_h = tab.h.out, row_len = tab.w.out * pass.channels;
   const T* in = input.data<T>();
   T* out = output.data<T>();
-  parallel_for(0, input.size(0) * out_h, grain_for(3 * row_len + 8), [&](int64_t lo, int64_t hi) {
+  // A task's output rows, at one level: the per-pixel loops vectorise to the level's width.
+  auto task = [&](auto /*isa*/, int64_t lo, int64_t hi) SG_SIMD_INLINE_LAMBDA {
     RowPairCache<Acc> cache(row_len);
     // An input row (iw, c), widened, for float16/bfloat16.
     std::vector<float> wide(detail::kIsHalfType<T> ? static_cast<size_t>(tab.w.in * pass.channels) : 0);
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t n = item / out_h, oh = item % out_h;
       const T* src = in + n * pass.is.n;
-      const auto rows = cache.get(n, tab.h.i0[oh], tab.h.i1[oh], [&](int64_t ih, Acc* buf) {
+      const auto rows = cache.get(n, tab.h.i0[oh], tab.h.i1[oh], [&](int64_t ih, Acc* buf) SG_SIMD_INLINE_LAMBDA {
         pass.interpolate_row(src + ih * pass.is.h, buf, wide.data());
       });
       pass.store_row(rows.first, rows.second, oh, out + n * pass.os.n + oh * pass.os.h);
     }
+  };
+  parallel_for(0, input.size(0) * out_h, grain_for(3 * row_len + 8), [&](int64_t lo, int64_t hi) {
+    SG_SIMD_DISPATCH(task(isa, lo, hi));
     detail::store_fence();
   });
 }
@@ -868,11 +872,6 @@ SG_SIMD_KERNEL void gather_columns_dense(Isa, const detail::LinearAxis<T>& w_axi
     }
   }
 }
-template <class T>
-void gather_columns_dense(const detail::LinearAxis<T>& w_axis, const ColumnChunk& chunk, const T* rows, int64_t channels,
-                          T* dst, int64_t pixel_stride, bool stream) {
-  SG_SIMD_DISPATCH(gather_columns_dense(isa, w_axis, chunk, rows, channels, dst, pixel_stride, stream));
-}
 
 // The passes of one NHWC backward task, with the task's scratch: per input row, per column chunk, the
 // H pass into `rows` then the W gather into grad_input.
@@ -923,7 +922,8 @@ struct NhwcBackward {
   }
 
   // rows = the H contraction for input row ih of the output columns the chunk reads.
-  void contract_h(const T* g_image, int64_t ih, const ColumnChunk& chunk) {
+  template <class Isa>
+  SG_SIMD_KERNEL void contract_h(Isa isa, const T* g_image, int64_t ih, const ColumnChunk& chunk) {
     const int64_t e_begin = tab.h.start[ih], h_count = tab.h.start[ih + 1] - e_begin;
     const Acc* h_weight = tab.h.weight.data() + e_begin;
     const int64_t ow0 = chunk.ow_begin, width = chunk.ow_end - chunk.ow_begin, len = width * channels;
@@ -935,26 +935,27 @@ struct NhwcBackward {
         const int64_t n = std::min(kPrefetchPiece, len - at);
         for (int64_t k = 0; k < prefetch_count; ++k) prefetch_row(g_rows_next[k] + ow0 * channels + at, n);
         for (int64_t k = 0; k < h_count; ++k) g_rows[k] = source_row(k, ow0) + at;
-        detail::weighted_row_sum(g_rows.data(), h_weight, h_count, 1, n, rows.data() + at);
+        detail::weighted_row_sum(isa, g_rows.data(), h_weight, h_count, 1, n, rows.data() + at);
       }
     } else if constexpr (kWidenRows) {
       for (int64_t k = 0; k < h_count; ++k) {
         wide_rows[k] = wide.data() + k * len;
         widen_pixels(source_row(k, ow0), gs.w, gs.c, width, channels, wide.data() + k * len);
       }
-      if (width > 0) detail::weighted_row_sum(wide_rows.data(), h_weight, h_count, 1, len, rows.data());
+      if (width > 0) detail::weighted_row_sum(isa, wide_rows.data(), h_weight, h_count, 1, len, rows.data());
     } else {
       for (int64_t ow = 0; ow < width; ++ow) {
         for (int64_t k = 0; k < h_count; ++k) g_rows[k] = source_row(k, ow0 + ow);
-        detail::weighted_row_sum(g_rows.data(), h_weight, h_count, gs.c, channels, rows.data() + ow * channels);
+        detail::weighted_row_sum(isa, g_rows.data(), h_weight, h_count, gs.c, channels, rows.data() + ow * channels);
       }
     }
   }
 
   // grad_input pixels of the chunk's columns of one row (dst: the row's first pixel) from `rows`.
-  void gather_w(const ColumnChunk& chunk, T* dst) {
+  template <class Isa>
+  SG_SIMD_KERNEL void gather_w(Isa isa, const ColumnChunk& chunk, T* dst) {
     if constexpr (std::is_same_v<T, Acc>) {
-      if (is.c == 1) return gather_columns_dense(tab.w, chunk, rows.data(), channels, dst, is.w, stream);
+      if (is.c == 1) return gather_columns_dense(isa, tab.w, chunk, rows.data(), channels, dst, is.w, stream);
     }
     for (int64_t iw = chunk.iw_begin; iw < chunk.iw_end; ++iw) {
       const int64_t e0 = tab.w.start[iw], w_count = tab.w.start[iw + 1] - e0;
@@ -965,7 +966,7 @@ struct NhwcBackward {
       }
       for (int64_t k = 0; k < w_count; ++k)
         r_rows[k] = rows.data() + (tab.w.source[e0 + k] - chunk.ow_begin) * channels;
-      detail::weighted_row_sum(r_rows.data(), tab.w.weight.data() + e0, w_count, 1, channels, sum.data());
+      detail::weighted_row_sum(isa, r_rows.data(), tab.w.weight.data() + e0, w_count, 1, channels, sum.data());
       if (stream) {
         detail::store_row_streaming(sum.data(), channels, out_px, is.c);
       } else {
@@ -986,7 +987,8 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
   const T* go = grad_output.data<T>();
   T* gi = grad_input.data<T>();
   const int64_t work_per_row = ((tab.h.max_sources + 1) * out_w + 2 * out_w + in_w) * channels;
-  parallel_for(0, grad_input.size(0) * in_h, grain_for(work_per_row), [&](int64_t lo, int64_t hi) {
+  // A task's grad_input rows, at one level (one dispatch per task: the passes run per row and pixel).
+  auto task = [&](auto isa, int64_t lo, int64_t hi) SG_SIMD_INLINE_LAMBDA {
     NhwcBackward<T> pass(tab, grad_output, grad_input, max_width);
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t n = item / in_h, ih = item % in_h;
@@ -998,10 +1000,13 @@ void backward_nhwc(const TensorView& grad_output, const TensorView& grad_input, 
       const T* g_image = go + n * pass.gs.n;
       pass.plan_prefetch(g_image, ih);
       for (const ColumnChunk& chunk : chunks) {
-        pass.contract_h(g_image, ih, chunk);
-        pass.gather_w(chunk, dst);
+        pass.contract_h(isa, g_image, ih, chunk);
+        pass.gather_w(isa, chunk, dst);
       }
     }
+  };
+  parallel_for(0, grad_input.size(0) * in_h, grain_for(work_per_row), [&](int64_t lo, int64_t hi) {
+    SG_SIMD_DISPATCH(task(isa, lo, hi));
     detail::store_fence();
   });
 }
