@@ -408,9 +408,18 @@ bool point_offsets(const Context<T>& ctx, const PointGroup<AccType<T>>& group, i
 // order. A task sweeping a bin then finds its taps in L2 instead of across the whole plane: on a random
 // 1024^2 grid over (2,3,1024,1024), the gathers and scatters took 70% of the backward, cache misses.
 constexpr int64_t kBinBytes = int64_t{1} << 20;
-// Bins are used when a batch's planes exceed kBinMinPlaneBytes and the lists (4 bytes a point and its
-// grid values, more for the points read by two bins) stay within kBinMaxListBytes.
-constexpr int64_t kBinMinPlaneBytes = int64_t{4} << 20;
+// Bins are used when the planes that the block sweep would touch at once (one batch per thread) overflow
+// the last-level cache, and the lists (4 bytes a point and its grid values, more for the points read by two
+// bins) stay within kBinMaxListBytes. Below that, listing the points (two more table builds a point) and
+// the bins' uneven split over the threads cost more than the L3 misses they save. Measured with each
+// forced, 2 threads, core call, uniform grids, this machine's 32 MiB L3 (nobins/bins time, above 1: bins
+// pay): bilinear, both gradients, by bytes swept at once: (4,3,512,384) 256x192 9.4 MiB 0.59x,
+// (2,3,512,512) 512^2 12.6 MiB 0.64x, (2,16,256,256) 1024^2 16.8 MiB 1.42x, (4,8,512,384) 256x192 25 MiB
+// 2.05x, (2,3,1024,1024) 1024^2 50 MiB 1.60x, (1,1,8000,8000) 256^2 1.33x. Scatters (the input gradient)
+// miss at a higher cost than reads: with the grid gradient alone (one plane read) 25 MiB was 0.55x and
+// 33.5 MiB 1.10x. Nearest reads one tap a point and channel, and pays later: 46-50 MiB 0.55-0.90x,
+// (1,3,2048,2048) 224^2 (100 MiB) 1.38x.
+constexpr int64_t kBinMinSweptBytes = int64_t{16} << 20;
 constexpr int64_t kBinMaxListBytes = int64_t{48} << 20;
 
 template <class Acc>
@@ -428,10 +437,12 @@ struct RowBins {
 };
 
 // Rows per bin, or 0 when the call is better swept block by block. bytes_per_row: of every plane a bin
-// task touches.
-template <class T>
-int32_t rows_per_bin(const Context<T>& ctx, int64_t bytes_per_row) {
-  if (bytes_per_row * ctx.H <= kBinMinPlaneBytes || ctx.points < ctx.H) return 0;
+// task touches; scatters: the input gradient is wanted; threads: of the block sweep.
+template <class T, class Table>
+int32_t rows_per_bin(const Context<T>& ctx, int64_t bytes_per_row, bool scatters, int64_t threads) {
+  const int64_t swept_at_once = bytes_per_row * ctx.H * std::min(threads, ctx.N);
+  const int64_t threshold = kBinMinSweptBytes * (scatters ? 1 : 2) * (Table::kTaps == 1 ? 4 : 1);
+  if (swept_at_once <= threshold || ctx.points < ctx.H) return 0;
   const int64_t entry = sizeof(int32_t) + 2 * sizeof(AccType<T>);
   if (2 * ctx.points * entry > kBinMaxListBytes) return 0;
   return static_cast<int32_t>(std::clamp<int64_t>(kBinBytes / bytes_per_row, 1, ctx.H));
@@ -468,10 +479,14 @@ bool scattered(const Context<T>& ctx, int32_t rows) {
   return spans[static_cast<size_t>(samples / 2)] > kBinScatterBins * rows;
 }
 
-// The rows per bin of a call whose bin tasks touch bytes_per_row per row, or 0: swept block by block.
+// The rows per bin of a call whose bin tasks touch bytes_per_row per row, or 0: swept block by block. A band
+// size pinned by a test (set_strategy_for_testing("grid_sampler_2d", "planes", rows)) bins any call by
+// that many rows, so that tests reach the bins on small planes.
 template <class T, class Table>
-int32_t bin_rows(const Context<T>& ctx, int64_t bytes_per_row) {
-  const int32_t rows = rows_per_bin(ctx, bytes_per_row);
+int32_t bin_rows(const Context<T>& ctx, int64_t bytes_per_row, bool scatters, int64_t threads) {
+  const int64_t pinned = detail::pinned_band<detail::GridSampler2dStrategy>();
+  if (pinned > 0) return static_cast<int32_t>(std::min<int64_t>(pinned, ctx.H));
+  const int32_t rows = rows_per_bin<T, Table>(ctx, bytes_per_row, scatters, threads);
   return rows > 0 && scattered<T, Table>(ctx, rows) ? rows : 0;
 }
 
@@ -647,7 +662,8 @@ struct PlaneBackward {
   void run(int64_t threads) const {
     if (grad_input == nullptr && !with_grad) return;
     const int64_t planes = grad_input != nullptr ? 2 : 1;
-    const int32_t rows = kStaged ? 0 : bin_rows<T, Table>(ctx, planes * ctx.C * ctx.W * static_cast<int64_t>(sizeof(T)));
+    const int64_t bytes_per_row = planes * ctx.C * ctx.W * static_cast<int64_t>(sizeof(T));
+    const int32_t rows = kStaged ? 0 : bin_rows<T, Table>(ctx, bytes_per_row, grad_input != nullptr, threads);
     if (rows > 0) return run_bins(rows);
     const int64_t bands = band_count(threads);
     const int64_t work = ctx.points * (ctx.C * Table::kCost + 10) + ctx.C * ctx.H * ctx.W / bands;

@@ -754,33 +754,41 @@ TEST(GridSampler2d, PlaneGathersMatchCheckedLoads) {
   }
 }
 
-// Planes larger than 4 MiB per batch are swept bin by bin (points listed by bins of rows, two bins for a
-// point whose rows straddle them): the same bits as the tiles, for any thread count.
+// Large planes are swept bin by bin (points listed by bins of rows, two bins for a point whose rows straddle
+// them): the same bits as the tiles and as the block sweep, for any thread count and bin size. The bins are
+// reached by pinning their rows (the band size); the cost model bins only planes beyond the L3 cache.
 TEST(GridSampler2d, BinnedPlanesMatchTiles) {
   for (int mode : {0, 1, 2})
     for (int padding : {0, 2}) {
       GridSampler2dParams p;
       p.interpolation_mode = static_cast<GridSamplerInterpolation>(mode);
       p.padding_mode = static_cast<GridSamplerPadding>(padding);
-      const int64_t N = 2, C = 2, H = 1100, W = 600, Ho = 40, Wo = 31;
+      const int64_t N = 2, C = 2, H = 110, W = 60, Ho = 40, Wo = 31;
       auto x = random_tensor<float>({N, C, H, W}, 101);
       auto grid = random_tensor<float>({N, Ho, Wo, 2}, 102, -1.1, 1.1);
       auto g = random_tensor<float>({N, C, Ho, Wo}, 103);
-      std::vector<float> results[3];
-      int run = 0;
-      for (auto [strategy, threads] : std::vector<std::pair<detail::GridSampler2dStrategy, int>>{
-               {detail::GridSampler2dStrategy::kTiles, 2}, {detail::GridSampler2dStrategy::kPlanes, 1},
-               {detail::GridSampler2dStrategy::kPlanes, 3}}) {
-        const detail::StrategyForTesting forced(strategy);
-        set_num_threads(threads);
+      struct Run {
+        detail::GridSampler2dStrategy strategy;
+        int64_t rows;  // per bin, 0: the cost model's choice (the block sweep at this size)
+        int threads;
+      };
+      const std::vector<Run> runs = {{detail::GridSampler2dStrategy::kTiles, 0, 2},
+                                     {detail::GridSampler2dStrategy::kPlanes, 0, 2},
+                                     {detail::GridSampler2dStrategy::kPlanes, 1, 1},
+                                     {detail::GridSampler2dStrategy::kPlanes, 7, 3},
+                                     {detail::GridSampler2dStrategy::kPlanes, 50, 2}};
+      std::vector<std::vector<float>> results;
+      for (const Run& run : runs) {
+        const detail::StrategyForTesting forced(run.strategy, run.rows);
+        set_num_threads(run.threads);
         OwnedTensor<float> y({N, C, Ho, Wo}), gi(x.view.sizes()), gg(grid.view.sizes());
         grid_sampler_2d(x.view, grid.view, y.view, p);
         grid_sampler_2d_backward(g.view, x.view, grid.view, gi.view, gg.view, p);
-        results[run++] = testing::concatenated({&y, &gi, &gg});
+        results.push_back(testing::concatenated({&y, &gi, &gg}));
       }
       set_num_threads(0);
       SCOPED_TRACE("mode " + std::to_string(mode) + " padding " + std::to_string(padding));
-      for (int k : {1, 2}) {
+      for (size_t k = 1; k < results.size(); ++k) {
         ASSERT_EQ(results[0].size(), results[k].size());
         EXPECT_EQ(std::memcmp(results[0].data(), results[k].data(), results[0].size() * sizeof(float)), 0) << k;
       }

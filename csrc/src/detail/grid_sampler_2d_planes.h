@@ -130,6 +130,7 @@ void sum_lanes(const Acc (*sums)[kBlock], int64_t lanes, const Acc* mult, int64_
 template <class Acc>
 struct PlaneBilinear {
   static constexpr bool kHasGridGrad = true;
+  static constexpr int64_t kTaps = 4;  // read (and scattered) per point and channel
   static constexpr int64_t kCost = 4;  // rough operations per point and channel
   int64_t count;
   int32_t x[kBlock], y[kBlock];  // the nw corner; -2 when no corner is inside (then none is read)
@@ -365,6 +366,7 @@ struct PlaneBilinear {
 template <class Acc>
 struct PlaneNearest {
   static constexpr bool kHasGridGrad = false;
+  static constexpr int64_t kTaps = 1;  // read (and scattered) per point and channel
   static constexpr int64_t kCost = 1;
   int64_t count;
   int32_t x[kBlock], y[kBlock];  // -1 when outside the image
@@ -479,6 +481,7 @@ struct PlaneNearest {
 template <class Acc>
 struct PlaneBicubic {
   static constexpr bool kHasGridGrad = true;
+  static constexpr int64_t kTaps = 16;  // read (and scattered) per point and channel
   static constexpr int64_t kCost = 20;
   int64_t count;
   int32_t xs[4][kBlock], ys[4][kBlock];  // padded tap columns and rows, -1 when outside
