@@ -869,6 +869,49 @@ TEST(GridSampler2d, PointVectorsAndPlanesMatchTiles) {
       }
 }
 
+// Smooth grids: the point vectors read each row's pairs through one window of two vectors (simd.h
+// find_pair_window) where a vector's points lie close together: the identity with a small flow, a mirrored
+// one (points walking left), an upscale, a downscale (windows too wide: pair gathers), and grids reaching the
+// plane's first and last pixels (windows that would leave the plane: pair gathers). The bits are the tiles' at
+// every level, for one to three channels (a single channel skips the windows at AVX2).
+TEST(GridSampler2d, WindowedPairsMatchTiles) {
+  const int64_t H = 21, W = 70, Ho = 19, Wo = 67;
+  struct Grid {
+    const char* name;
+    double zoom, flow, shift;  // x = zoom * identity + flow * sin(...) + shift, in normalised units
+  };
+  const Grid grids[] = {{"flow", 1.0, 0.05, 0.0},     {"mirrored", -1.0, 0.03, 0.0}, {"upscale", 0.4, 0.0, 0.1},
+                        {"downscale", 2.0, 0.0, 0.0}, {"top left", 0.3, 0.01, -0.7}, {"bottom right", 0.3, 0.01, 0.7}};
+  for (bool align : {false, true})
+    for (int padding : {0, 1})
+      for (const Grid& shape : grids)
+        for (int64_t C : {1, 2, 3}) {
+          SCOPED_TRACE(::testing::Message() << shape.name << " channels " << C << " padding " << padding << " align " << align);
+          GridSampler2dParams p;
+          p.padding_mode = static_cast<GridSamplerPadding>(padding);
+          p.align_corners = align;
+          auto x = random_tensor<float>({1, C, H, W}, 121);
+          OwnedTensor<float> grid({1, Ho, Wo, 2});
+          for (int64_t h = 0; h < Ho; ++h)
+            for (int64_t w = 0; w < Wo; ++w) {
+              const double gx = (2.0 * w + 1) / Wo - 1, gy = (2.0 * h + 1) / Ho - 1;
+              grid[(h * Wo + w) * 2] = static_cast<float>(shape.zoom * gx + shape.flow * std::sin(0.3 * h + 0.1 * w) + shape.shift);
+              grid[(h * Wo + w) * 2 + 1] = static_cast<float>(std::abs(shape.zoom) * gy + shape.flow * std::cos(0.2 * h - 0.15 * w) + shape.shift);
+            }
+          OwnedTensor<float> tiles({1, C, Ho, Wo});
+          {
+            const detail::StrategyForTesting forced(detail::GridSampler2dStrategy::kTiles);
+            grid_sampler_2d(x.view, grid.view, tiles.view, p);
+          }
+          const detail::StrategyForTesting forced(detail::GridSampler2dStrategy::kPlanes);
+          testing::for_each_simd_level([&] {
+            OwnedTensor<float> planes({1, C, Ho, Wo});
+            grid_sampler_2d(x.view, grid.view, planes.view, p);
+            ASSERT_EQ(std::memcmp(planes.data(), tiles.data(), tiles.storage.size() * sizeof(float)), 0);
+          });
+        }
+}
+
 TEST(GridSampler2d, TilesAndPlanesAgree) {
   for (int mode : {0, 1, 2})
     for (int padding : {0, 1, 2}) {

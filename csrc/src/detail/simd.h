@@ -376,6 +376,28 @@ inline SG_TARGET_AVX2 void gather_pairs_avx2(const float* base, const Vec<int32_
   first = reinterpret_cast<Vec<float, 32>>(_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(a), 0xd8)));
   second = reinterpret_cast<Vec<float, 32>>(_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(b), 0xd8)));
 }
+
+// Pairs read from a window of two vectors' worth of floats at base + start (offset[k] = index[k] - start, in
+// [0, 2 * lanes - 2]): two loads and two permutes of the window instead of the pairs' gathers.
+inline SG_TARGET_AVX512_OPS void window_pairs_avx512(const float* base, const Vec<int32_t, 64>& offset,
+                                                     Vec<float, 64>& first, Vec<float, 64>& second) {
+  const __m512 low = _mm512_loadu_ps(base), high = _mm512_loadu_ps(base + 16);
+  const __m512i at = reinterpret_cast<__m512i>(offset);
+  first = reinterpret_cast<Vec<float, 64>>(_mm512_permutex2var_ps(low, at, high));
+  second = reinterpret_cast<Vec<float, 64>>(_mm512_permutex2var_ps(low, _mm512_add_epi32(at, _mm512_set1_epi32(1)), high));
+}
+inline SG_TARGET_AVX2 __m256 window_lanes_avx2(__m256 low, __m256 high, __m256i at) {
+  // permutevar8x32 reads an offset's low 3 bits: the lane from low, or from high where the offset passes 7.
+  const __m256 from_high = _mm256_castsi256_ps(_mm256_cmpgt_epi32(at, _mm256_set1_epi32(7)));
+  return _mm256_blendv_ps(_mm256_permutevar8x32_ps(low, at), _mm256_permutevar8x32_ps(high, at), from_high);
+}
+inline SG_TARGET_AVX2 void window_pairs_avx2(const float* base, const Vec<int32_t, 32>& offset, Vec<float, 32>& first,
+                                             Vec<float, 32>& second) {
+  const __m256 low = _mm256_loadu_ps(base), high = _mm256_loadu_ps(base + 8);
+  const __m256i at = reinterpret_cast<__m256i>(offset);
+  first = reinterpret_cast<Vec<float, 32>>(window_lanes_avx2(low, high, at));
+  second = reinterpret_cast<Vec<float, 32>>(window_lanes_avx2(low, high, _mm256_add_epi32(at, _mm256_set1_epi32(1))));
+}
 #endif
 
 // The element type of V (a vector extension type; GCC 12 and 14 give its subscript different value categories).
@@ -458,6 +480,37 @@ SPATIALGRAD_INLINE void gather_pairs(Isa, const float* base, const IndexVecOf<V>
   for (int k = 0; k < kLanesOf<V>; ++k) {
     first[k] = base[index[k]];
     second[k] = base[index[k] + 1];
+  }
+}
+
+// A vector's pairs (gather_pairs) that lie in one window of 2 * lanes floats: on a smooth grid (a flow, a crop
+// at most as large as its output) the points of a vector read neighbouring pixels, and two loads and
+// permutes of the window read them at a fraction of the gathers' cost. find_pair_window (once per vector)
+// gives the window's start and the lanes' offsets in it, or false: a lane falls outside [start, start +
+// 2 * lanes - 2], or the window would leave [0, extent) (extent: elements of the plane, so no load passes
+// its ends). The window starts kSlack before the lower of the first and last lanes' pixels, so that
+// points walking right or left, and a few pixels of jitter, fit.
+template <class Isa, class IV>
+SPATIALGRAD_INLINE bool find_pair_window(Isa isa, const IV& index, int64_t extent, int32_t& start, IV& offset) {
+  constexpr int32_t kLanes = kLanesOf<IV>, kSlack = 4;
+  start = std::min(index[0], index[kLanes - 1]) - kSlack;
+  if (start < 0 || int64_t{start} + 2 * kLanes > extent) return false;
+  offset = index - start;
+  const IV inside = ~((offset | (2 * kLanes - 2 - offset)) >> 31);  // 0 <= offset <= 2 * lanes - 2 (lanes_inside)
+  return all_set(isa, inside);
+}
+
+// first[k] = window[offset[k]] and second[k] = window[offset[k] + 1]: the values gather_pairs(window +
+// offset) reads (find_pair_window gave start and offsets; window = base + start).
+template <class Isa, class V>
+SPATIALGRAD_INLINE void window_pairs(Isa, const float* window, const IndexVecOf<V>& offset, V& first, V& second) {
+#if defined(SG_SIMD_LEVELS)
+  if constexpr (Isa::kLevel == SimdLevel::kAvx512 && sizeof(V) == 64) return window_pairs_avx512(window, offset, first, second);
+  if constexpr (Isa::kLevel != SimdLevel::kBaseline && sizeof(V) == 32) return window_pairs_avx2(window, offset, first, second);
+#endif
+  for (int k = 0; k < kLanesOf<V>; ++k) {
+    first[k] = window[offset[k]];
+    second[k] = window[offset[k] + 1];
   }
 }
 
