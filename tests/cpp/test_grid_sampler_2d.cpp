@@ -912,6 +912,37 @@ TEST(GridSampler2d, WindowedPairsMatchTiles) {
         }
 }
 
+// Many channels of large planes (8 MiB a batch): the bilinear point vectors prefetch the corners of the
+// channel 8 ahead (random points: every lane's corners; a smooth grid: each row's window). Prefetches change no
+// value: the tiles' bits at every level.
+TEST(GridSampler2d, PrefetchingPointVectorsMatchTiles) {
+  const int64_t C = 32, H = 256, W = 256;
+  auto x = random_tensor<float>({1, C, H, W}, 131);
+  for (bool smooth : {false, true}) {
+    SCOPED_TRACE(smooth ? "smooth grid" : "random points");
+    const int64_t Ho = smooth ? 8 : 50, Wo = smooth ? 40 : 1;
+    auto grid = random_tensor<float>({1, Ho, Wo, 2}, 132, -1.05, 1.05);
+    if (smooth) {
+      for (int64_t i = 0; i < Ho * Wo; ++i) {
+        grid[2 * i] = static_cast<float>(-0.5 + 0.01 * static_cast<double>(i % Wo));
+        grid[2 * i + 1] = static_cast<float>(-0.3 + 0.05 * static_cast<double>(i / Wo));
+      }
+    }
+    GridSampler2dParams p;
+    OwnedTensor<float> tiles({1, C, Ho, Wo});
+    {
+      const detail::StrategyForTesting forced(detail::GridSampler2dStrategy::kTiles);
+      grid_sampler_2d(x.view, grid.view, tiles.view, p);
+    }
+    const detail::StrategyForTesting forced(detail::GridSampler2dStrategy::kPlanes);
+    testing::for_each_simd_level([&] {
+      OwnedTensor<float> planes({1, C, Ho, Wo});
+      grid_sampler_2d(x.view, grid.view, planes.view, p);
+      ASSERT_EQ(std::memcmp(planes.data(), tiles.data(), tiles.storage.size() * sizeof(float)), 0);
+    });
+  }
+}
+
 TEST(GridSampler2d, TilesAndPlanesAgree) {
   for (int mode : {0, 1, 2})
     for (int padding : {0, 1, 2}) {
