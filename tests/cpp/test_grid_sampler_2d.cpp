@@ -869,6 +869,22 @@ TEST(GridSampler2d, PointVectorsAndPlanesMatchTiles) {
       }
 }
 
+// The plane strategy's forward of a float input at every level, bit for bit the tiles'.
+void expect_planes_forward_match_tiles(const TensorView& x, const TensorView& grid, const GridSampler2dParams& p) {
+  const std::vector<int64_t> shape = {x.size(0), x.size(1), grid.size(1), grid.size(2)};
+  OwnedTensor<float> tiles(shape);
+  {
+    const detail::StrategyForTesting forced(detail::GridSampler2dStrategy::kTiles);
+    grid_sampler_2d(x, grid, tiles.view, p);
+  }
+  const detail::StrategyForTesting forced(detail::GridSampler2dStrategy::kPlanes);
+  testing::for_each_simd_level([&] {
+    OwnedTensor<float> planes(shape);
+    grid_sampler_2d(x, grid, planes.view, p);
+    ASSERT_EQ(std::memcmp(planes.data(), tiles.data(), tiles.storage.size() * sizeof(float)), 0);
+  });
+}
+
 // Smooth grids: the point vectors read each row's pairs through one window of two vectors (simd.h
 // find_pair_window) where a vector's points lie close together: the identity with a small flow, a mirrored
 // one (points walking left), an upscale, a downscale (windows too wide: pair gathers), and grids reaching the
@@ -898,17 +914,7 @@ TEST(GridSampler2d, WindowedPairsMatchTiles) {
               grid[(h * Wo + w) * 2] = static_cast<float>(shape.zoom * gx + shape.flow * std::sin(0.3 * h + 0.1 * w) + shape.shift);
               grid[(h * Wo + w) * 2 + 1] = static_cast<float>(std::abs(shape.zoom) * gy + shape.flow * std::cos(0.2 * h - 0.15 * w) + shape.shift);
             }
-          OwnedTensor<float> tiles({1, C, Ho, Wo});
-          {
-            const detail::StrategyForTesting forced(detail::GridSampler2dStrategy::kTiles);
-            grid_sampler_2d(x.view, grid.view, tiles.view, p);
-          }
-          const detail::StrategyForTesting forced(detail::GridSampler2dStrategy::kPlanes);
-          testing::for_each_simd_level([&] {
-            OwnedTensor<float> planes({1, C, Ho, Wo});
-            grid_sampler_2d(x.view, grid.view, planes.view, p);
-            ASSERT_EQ(std::memcmp(planes.data(), tiles.data(), tiles.storage.size() * sizeof(float)), 0);
-          });
+          expect_planes_forward_match_tiles(x.view, grid.view, p);
         }
 }
 
@@ -928,18 +934,7 @@ TEST(GridSampler2d, PrefetchingPointVectorsMatchTiles) {
         grid[2 * i + 1] = static_cast<float>(-0.3 + 0.05 * static_cast<double>(i / Wo));
       }
     }
-    GridSampler2dParams p;
-    OwnedTensor<float> tiles({1, C, Ho, Wo});
-    {
-      const detail::StrategyForTesting forced(detail::GridSampler2dStrategy::kTiles);
-      grid_sampler_2d(x.view, grid.view, tiles.view, p);
-    }
-    const detail::StrategyForTesting forced(detail::GridSampler2dStrategy::kPlanes);
-    testing::for_each_simd_level([&] {
-      OwnedTensor<float> planes({1, C, Ho, Wo});
-      grid_sampler_2d(x.view, grid.view, planes.view, p);
-      ASSERT_EQ(std::memcmp(planes.data(), tiles.data(), tiles.storage.size() * sizeof(float)), 0);
-    });
+    expect_planes_forward_match_tiles(x.view, grid.view, GridSampler2dParams{});
   }
 }
 

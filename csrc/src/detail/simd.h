@@ -508,10 +508,7 @@ SPATIALGRAD_INLINE void window_pairs(Isa, const float* window, const IndexVecOf<
   if constexpr (Isa::kLevel == SimdLevel::kAvx512 && sizeof(V) == 64) return window_pairs_avx512(window, offset, first, second);
   if constexpr (Isa::kLevel != SimdLevel::kBaseline && sizeof(V) == 32) return window_pairs_avx2(window, offset, first, second);
 #endif
-  for (int k = 0; k < kLanesOf<V>; ++k) {
-    first[k] = window[offset[k]];
-    second[k] = window[offset[k] + 1];
-  }
+  gather_pairs(Isa{}, window, offset, first, second);  // the portable loop: the same values
 }
 
 // ---- memory hints (no effect on results) --------------------------------------------------------------------
