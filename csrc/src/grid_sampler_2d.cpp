@@ -580,10 +580,14 @@ void forward_point_vectors(const Context<T>& ctx, const View4<T>& out, const Pla
   parallel_for(0, ctx.N * ctx.blocks, grain_for(work), [&](int64_t lo, int64_t hi) {
     int64_t offsets[kBlock];
     T gx[kBlock], gy[kBlock], cx[kBlock], cy[kBlock];
-    for (int64_t task = lo; task < hi; ++task) {
+    for (int64_t task = lo, run = 1; task < hi; task += run) {
       const int64_t n = task / ctx.blocks, b = task % ctx.blocks;
       int64_t count;
       const PointCoordinates<T> at = block_coordinates<Table>(ctx, n, b, gx, gy, cx, cy, count);
+      // Where the grid's pairs and the outputs are each one run, the task's following blocks of the batch go
+      // in the same call: the points are the same vectors, less the per-block setup.
+      run = dense && at.pairs != nullptr ? std::min(hi - task, ctx.blocks - b) : 1;
+      count = ctx.block_end(b + run - 1) - b * kBlock;
       offsets[0] = b * kBlock;
       const bool straight = dense || point_offsets(ctx, block_group(ctx, b), offsets);
       const PointInputs<T> in{ctx.input.plane(n, 0), ctx.input.s1, ctx.C};

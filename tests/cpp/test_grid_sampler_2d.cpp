@@ -938,6 +938,48 @@ TEST(GridSampler2d, PrefetchingPointVectorsMatchTiles) {
   }
 }
 
+// Nearest point vectors compute a pixel's offset in float where every offset of the plane is below 2^24
+// (simd.h box_index), else in int32: planes whose last offset is 2^24 - 1 (4096 x 4096) and 2^24 + 4095
+// (4097 x 4096), a channels_last plane (column stride 2), each sampled at its corners and edges, just
+// outside them, at ties, at non-finite and -0 grid values and at random points: the tiles' bits at every level.
+TEST(GridSampler2d, NearestOffsetsInFloatAndInt32MatchTiles) {
+  struct Plane {
+    int64_t C, H, W;
+    bool channels_last;
+  };
+  for (const Plane& plane : {Plane{1, 4096, 4096, false}, Plane{1, 4097, 4096, false}, Plane{2, 40, 50, true}}) {
+    const int64_t C = plane.C, H = plane.H, W = plane.W;
+    SCOPED_TRACE(::testing::Message() << H << "x" << W << (plane.channels_last ? " channels_last" : ""));
+    OwnedTensor<float> x({1, C, H, W});
+    for (int64_t i = 0; i < x.numel(); ++i) x[i] = static_cast<float>(i % 65521) + 0.5f;
+    if (plane.channels_last) x.view = TensorView(x.data(), DType::kFloat32, {1, C, H, W}, {C * H * W, 1, W * C, C});
+    std::vector<float> values;  // (x, y) pairs, normalised (align_corners=false: pixel p is at (2p + 1) / size - 1)
+    const auto at = [](double pixel, int64_t size) { return static_cast<float>((2 * pixel + 1) / static_cast<double>(size) - 1); };
+    for (double py : {-1.0, 0.0, 0.5, 1.0, static_cast<double>(H) - 1.5, static_cast<double>(H) - 1, static_cast<double>(H)})
+      for (double px : {-1.0, -0.5, 0.0, 1.5, static_cast<double>(W) - 2, static_cast<double>(W) - 1, static_cast<double>(W) - 0.5}) {
+        values.push_back(at(px, W));
+        values.push_back(at(py, H));
+      }
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    for (float odd : {nan, inf, -inf, -0.0f, 1.0f, -1.0f}) values.insert(values.end(), {odd, 0.25f, 0.25f, odd, odd, odd});
+    std::mt19937 gen(141);
+    std::uniform_real_distribution<float> dist(-1.02f, 1.02f);
+    while (values.size() < 2 * 301) values.push_back(dist(gen));
+    const int64_t points = static_cast<int64_t>(values.size()) / 2;
+    OwnedTensor<float> grid({1, 1, points, 2});
+    std::copy(values.begin(), values.end(), grid.storage.begin());
+    for (int padding : {0, 1, 2})
+      for (bool align : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "padding " << padding << " align " << align);
+        GridSampler2dParams p;
+        p.interpolation_mode = GridSamplerInterpolation::kNearest;
+        p.padding_mode = static_cast<GridSamplerPadding>(padding);
+        p.align_corners = align;
+        expect_planes_forward_match_tiles(x.view, grid.view, p);
+      }
+  }
+}
+
 TEST(GridSampler2d, TilesAndPlanesAgree) {
   for (int mode : {0, 1, 2})
     for (int padding : {0, 1, 2}) {

@@ -36,6 +36,13 @@ struct PointOutputs {
   SPATIALGRAD_INLINE void store(int64_t c, int64_t i, int64_t lanes, const V& v) const {
     T* base = plane + c * channel_step;
     if (straight && lanes == kLanesOf<V>) return store_u(base + offset[0] + i, v);
+    store_lanes(base, i, lanes, v);
+  }
+
+  // The lanes one by one, out of line: inlined, its spill of v to memory ran on every store (5% of a
+  // one-channel nearest forward).
+  template <class V>
+  __attribute__((noinline)) void store_lanes(T* base, int64_t i, int64_t lanes, const V& v) const {
     for (int64_t k = 0; k < lanes; ++k) base[straight ? offset[0] + i + k : offset[i + k]] = v[k];
   }
 };
@@ -241,12 +248,12 @@ SG_SIMD_KERNEL void bilinear_vectors_forward(Isa isa, PointCoordinates<T> at, in
   // batch (256 of 64x64) and fewer than 32 channels: no gain.
   constexpr int64_t kPrefetchChannels = 8;
   const bool prefetching = in.channels >= 32 && in.channels * in.channel_step * int64_t{sizeof(T)} >= (int64_t{8} << 20);
+  int32_t upper[kLanes] = {}, lower[kLanes] = {};  // the vector's corner indices, when prefetching
   for (int64_t i = 0; i < count; i += kLanes) {
     const int64_t lanes = std::min(kLanes, count - i);
     V x, y;
     at.load(i, lanes, T(-4), x, y);  // lanes past the end: outside the image, never read
     const BilinearVector<V> p(isa, x, y, g, windows);
-    int32_t upper[kLanes], lower[kLanes];
     if (prefetching) {
       store_u(upper, p.index[0]);
       store_u(lower, p.index[2]);
@@ -270,18 +277,32 @@ SG_SIMD_KERNEL void nearest_vectors_forward(Isa isa, PointCoordinates<T> at, int
   using IV = IndexVecOf<V>;
   constexpr int64_t kLanes = kLanesOf<V>;
   const T W = static_cast<T>(g.W), H = static_cast<T>(g.H);
+  // Float planes whose every offset is below 2^24: y * s2 + x * s3 is exact in float, one conversion.
+  const bool float_offsets = std::is_same_v<T, float> && int64_t{g.H - 1} * g.s2 + int64_t{g.W - 1} * g.s3 < (int64_t{1} << 24);
+  const float box[4] = {static_cast<float>(g.W - 1), static_cast<float>(g.H - 1), static_cast<float>(g.s2),
+                        static_cast<float>(g.s3)};
   for (int64_t i = 0; i < count; i += kLanes) {
     const int64_t lanes = std::min(kLanes, count - i);
     V x, y, xr, yr;
     at.load(i, lanes, T(-4), x, y);
     nearbyint_lanes(isa, x, xr);
     nearbyint_lanes(isa, y, yr);
-    IV xi, yi, x_in, y_in, index;
-    index_within(xr, T(0), W, -1, xi);  // -1 outside (NaN too)
-    index_within(yr, T(0), H, -1, yi);
-    lanes_inside(xi, g.W, x_in);
-    lanes_inside(yi, g.H, y_in);
-    pixel_index(yi, xi, g, IV(x_in & y_in), index);
+    IV index;
+    bool indexed = false;
+    if constexpr (std::is_same_v<T, float>) {
+      if (float_offsets) {
+        box_index(isa, xr, yr, box, index);
+        indexed = true;
+      }
+    }
+    if (!indexed) {
+      IV xi, yi, x_in, y_in;
+      index_within(xr, T(0), W, -1, xi);  // -1 outside (NaN too)
+      index_within(yr, T(0), H, -1, yi);
+      lanes_inside(xi, g.W, x_in);
+      lanes_inside(yi, g.H, y_in);
+      pixel_index(yi, xi, g, IV(x_in & y_in), index);
+    }
     for (int64_t c = 0; c < in.channels; ++c) {
       V v;
       masked_gather(isa, in.channel(c), index, v);
