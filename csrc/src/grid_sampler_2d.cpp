@@ -737,6 +737,9 @@ struct PlaneBackward {
       for (int64_t c = 0; c < ctx.C; ++c) targets.push_back(target(n, c, begin, end, scratch));
     }
     for_groups([&](const PointGroup<Acc>& group) {
+      if constexpr (!kBanded) {
+        if (fused()) return fused_group(n, group, targets, scratch);
+      }
       Table& table = *scratch.table;
       build_table(table, ctx, n, group, g, with_grad);
       point_offsets(ctx, group, scratch.offsets);
@@ -752,6 +755,33 @@ struct PlaneBackward {
     });
     if constexpr (kStaged) {
       if (grad_input != nullptr) store_staged(n, begin, end, scratch);
+    }
+  }
+
+  // Bilinear, zeros padding, one to three float channels read by gathers: without bands, a group's points go
+  // through the fused point vectors (grid_sampler_2d_vectors.h bilinear_vectors_backward), no table.
+  bool fused() const {
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<Table, PlaneBilinear<float>>) {
+      return g.gathers && ctx.padding == GridSamplerPadding::kZeros && ctx.C <= kFusedBackwardChannels;
+    }
+    return false;
+  }
+
+  void fused_group(int64_t n, const PointGroup<Acc>& group, const std::vector<GradTarget<Acc>>& targets,
+                   Scratch& s) const {
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<Table, PlaneBilinear<float>>) {
+      T gx[kBlock], gy[kBlock], cx[kBlock], cy[kBlock];
+      int64_t count;
+      const PointCoordinates<T> at = block_coordinates<Table>(ctx, n, group.first / kBlock, gx, gy, cx, cy, count);
+      const bool straight = point_offsets(ctx, group, s.offsets);
+      const FusedBackwardIo io{go.plane(n, 0), go.s1,      s.offsets,  straight, targets.empty() ? nullptr : targets.data(),
+                               with_grad,      at.scale_x, at.scale_y, s.sx[0],  s.sy[0]};
+      const PointInputs<T> in{ctx.input.plane(n, 0), ctx.input.s1, ctx.C};
+      SG_SIMD_DISPATCH(bilinear_vectors_backward(isa, at, count, g, in, io));
+      if (with_grad) {
+        std::fill(s.owned, s.owned + count, true);
+        store_grid_grad(n, group, s.owned, s.sx[0], s.sy[0]);
+      }
     }
   }
 

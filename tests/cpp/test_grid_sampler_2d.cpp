@@ -980,6 +980,62 @@ TEST(GridSampler2d, NearestOffsetsInFloatAndInt32MatchTiles) {
   }
 }
 
+// The fused bilinear backward (one or two float channels, zeros padding, one band a batch: the points as
+// vectors, no table; grid_sampler_2d_vectors.h) and the tables it stands in for (three channels; bands, with one
+// batch on two or three threads), against the tiles bit for bit at every level: each gradient alone and both,
+// a grid with non-finite values, points outside and at the edges, a grad_output view (its points are not one
+// run), a strided grid (not pairs) and a channels-last input (corners not read in pairs).
+TEST(GridSampler2d, FusedBilinearBackwardMatchesTiles) {
+  const int64_t H = 11, W = 29, Ho = 9, Wo = 37;
+  for (int64_t N : {1, 3})
+    for (int64_t C : {1, 2, 3}) {
+      auto x = random_tensor<float>({N, C, H, W}, 151);
+      auto grid = random_tensor<float>({N, Ho, Wo, 2}, 152, -1.15, 1.15);
+      const float inf = std::numeric_limits<float>::infinity();
+      for (auto [at, value] : {std::pair<int64_t, float>{3, std::numeric_limits<float>::quiet_NaN()}, {10, inf}, {17, -inf},
+                               {20, -1.0f}, {21, 1.0f}, {40, -0.0f}, {71, 1.0f}})
+        grid[at] = value;
+      std::vector<float> x_buffer, go_buffer(static_cast<size_t>(N * C * Ho * (Wo + 3)), 5.0f);
+      const TensorView x_last = channels_last(x, x_buffer);
+      auto g = random_tensor<float>({N, C, Ho, Wo}, 153);
+      for (int64_t i = 0; i < N * C * Ho; ++i)
+        std::copy(g.data() + i * Wo, g.data() + (i + 1) * Wo, go_buffer.data() + i * (Wo + 3));
+      const TensorView go_rows(go_buffer.data(), DType::kFloat32, {N, C, Ho, Wo}, {C * Ho * (Wo + 3), Ho * (Wo + 3), Wo + 3, 1});
+      std::vector<float> grid_buffer(static_cast<size_t>(N * Ho * Wo * 3), 7.0f);
+      for (int64_t i = 0; i < N * Ho * Wo; ++i) std::copy(grid.data() + 2 * i, grid.data() + 2 * i + 2, grid_buffer.data() + 3 * i);
+      const TensorView grid_spaced(grid_buffer.data(), DType::kFloat32, {N, Ho, Wo, 2}, {Ho * Wo * 3, Wo * 3, 3, 1});
+      struct Case {
+        const char* name;
+        TensorView go, x, grid;
+      };
+      for (const Case& use : {Case{"dense", g.view, x.view, grid.view}, Case{"grad_output rows", go_rows, x.view, grid.view},
+                              Case{"strided grid", g.view, x.view, grid_spaced}, Case{"channels_last", g.view, x_last, grid.view}})
+        for (const std::vector<bool>& mask : {std::vector<bool>{true, true}, {true, false}, {false, true}}) {
+          SCOPED_TRACE(::testing::Message() << "N " << N << " C " << C << " " << use.name << " mask " << mask[0] << mask[1]);
+          auto backward = [&] {
+            OwnedTensor<float> gi({N, C, H, W}, 3.0f), gg({N, Ho, Wo, 2}, 3.0f);
+            grid_sampler_2d_backward(use.go, use.x, use.grid, mask[0] ? gi.view : TensorView(),
+                                     mask[1] ? gg.view : TensorView(), GridSampler2dParams{}, mask);
+            return testing::concatenated({&gi, &gg});
+          };
+          std::vector<float> tiles;
+          {
+            const detail::StrategyForTesting forced(detail::GridSampler2dStrategy::kTiles);
+            tiles = backward();
+          }
+          const detail::StrategyForTesting forced(detail::GridSampler2dStrategy::kPlanes);
+          for (int threads : {1, 2, 3}) {
+            set_num_threads(threads);
+            testing::for_each_simd_level([&] {
+              const std::vector<float> planes = backward();
+              ASSERT_EQ(std::memcmp(planes.data(), tiles.data(), tiles.size() * sizeof(float)), 0) << threads << " threads";
+            });
+          }
+          set_num_threads(0);
+        }
+    }
+}
+
 TEST(GridSampler2d, TilesAndPlanesAgree) {
   for (int mode : {0, 1, 2})
     for (int padding : {0, 1, 2}) {

@@ -152,6 +152,8 @@ template <class V>
 struct BilinearVector {
   using IV = IndexVecOf<V>;
   V w[4];        // nw, ne, sw, se
+  V tx, ty;      // the point's distances from its nw corner
+  IV x, y;       // the nw corner's column and row; -2 on an axis where no corner is inside
   IV index[4];   // -1 outside the image
   bool paired;   // every corner inside, unit column stride: corners read in pairs from index[0] and index[2]
   bool windowed;  // paired, and each row's pairs lie in one window (find_pair_window): the lower row's window
@@ -167,10 +169,11 @@ struct BilinearVector {
     V x0, y0;
     floor_lanes(isa, cx, x0);
     floor_lanes(isa, cy, y0);
-    const V tx = cx - x0, ty = cy - y0, ex = 1 - tx, sy = 1 - ty;
+    tx = cx - x0;
+    ty = cy - y0;
+    const V ex = 1 - tx, sy = 1 - ty;
     // A point whose nw corner is not within a pixel of the image reads no corner (its axes are tested one at a
     // time: a corner is read only when both of its axes are inside, so the indices are PlaneBilinear's).
-    IV x, y;
     index_within(x0, Acc(-1), W, -2, x);
     index_within(y0, Acc(-1), H, -2, y);
     w[0] = sy * ex;
@@ -263,6 +266,92 @@ SG_SIMD_KERNEL void bilinear_vectors_forward(Isa isa, PointCoordinates<T> at, in
       V v[4];
       p.corners(isa, in.channel(c), v);
       out.store(c, i, lanes, V(v[0] * p.w[0] + v[1] * p.w[1] + v[2] * p.w[2] + v[3] * p.w[3]));
+    }
+  }
+}
+
+// Where a fused backward (bilinear_vectors_backward) reads grad_output and writes its gradients: channel c's
+// grad_output of point i at go + c * go_step + go_offset[i] (a run when `straight`); the input gradient through
+// one unbanded GradTarget per channel (none: not wanted); the grid gradient of point i to gx[i], gy[i].
+struct FusedBackwardIo {
+  const float* go;
+  int64_t go_step;
+  const int64_t* go_offset;
+  bool straight;
+  const GradTarget<float>* targets;
+  bool with_grad;
+  float mult_x, mult_y;  // d coordinate / d grid value (zeros padding: constants)
+  float* gx;             // room for whole vectors: kBlock values
+  float* gy;
+};
+
+// The scatter of one channel's grad_output gv of a vector of points to their corners, lane by lane in point
+// order, as PlaneBilinear::backward_checked (the weighted values computed as vectors: the same products).
+template <class V>
+SPATIALGRAD_INLINE void scatter_corners(const BilinearVector<V>& p, const V& gv, int64_t lanes, const PlaneGeometry& g,
+                                        const GradTarget<float>& target) {
+  const V nw = p.w[0] * gv, ne = p.w[1] * gv, sw = p.w[2] * gv, se = p.w[3] * gv;
+  for (int64_t l = 0; l < lanes; ++l) {
+    const int32_t x = p.x[l], y = p.y[l];
+    if (inside(x, g.W - 1) & inside(y, g.H - 1)) {
+      target.add_corners<false>(y, x, nw[l], ne[l], sw[l], se[l]);
+      continue;
+    }
+    const float weighted[4] = {nw[l], ne[l], sw[l], se[l]};
+    for (int k = 0; k < 4; ++k) {
+      const int32_t yk = y + (k >> 1), xk = x + (k & 1);
+      if (inside(xk, g.W) && inside(yk, g.H)) target.add<false>(yk, xk, weighted[k]);
+    }
+  }
+}
+
+// The channels a fused backward takes: beyond them the table's passes are a small part of the work.
+constexpr int64_t kFusedBackwardChannels = 2;
+
+// The backward of `count` points with zeros padding over one to kFusedBackwardChannels float channels, no
+// bands, as point vectors: corners, weights and the grid terms in registers, the scatter lane by lane in point
+// order. With one channel the table's passes (coordinates, fill, indices, per-lane sums) were a fifth of the
+// call. The values and their order are PlaneBilinear::backward's, the grid gradient sum_lanes' ((0 + s0 + s1
+// + ...) * mult, each channel's sum s = +0 + term), so the bits are the tables'.
+template <class Isa>
+SG_SIMD_KERNEL void bilinear_vectors_backward(Isa isa, PointCoordinates<float> at, int64_t count, PlaneGeometry g,
+                                              PointInputs<float> in, FusedBackwardIo io) {
+  using V = Vec<float, Isa::kVecBytes>;
+  constexpr int64_t kLanes = kLanesOf<V>;
+  const bool windows = Isa::kLevel == SimdLevel::kAvx512 || in.channels > 1;  // as bilinear_vectors_forward
+  for (int64_t i = 0; i < count; i += kLanes) {
+    const int64_t lanes = std::min(kLanes, count - i);
+    V x, y;
+    at.load(i, lanes, -4.0f, x, y);  // lanes past the end: outside the image, never read nor scattered
+    const BilinearVector<V> p(isa, x, y, g, io.with_grad || windows);
+    const V ex = 1 - p.tx, sy = 1 - p.ty;
+    V sum_x{}, sum_y{};
+    for (int64_t c = 0; c < in.channels; ++c) {
+      const float* go = io.go + c * io.go_step;
+      V gv;
+      if (io.straight && lanes == kLanes) {
+        load_u(gv, go + io.go_offset[0] + i);
+      } else {
+        for (int64_t k = 0; k < kLanes; ++k) gv[k] = k < lanes ? go[io.straight ? io.go_offset[0] + i + k : io.go_offset[i + k]] : 0.0f;
+      }
+      if (io.with_grad) {
+        V v[4];
+        p.corners(isa, in.channel(c), v);
+        const V term_x = ((v[1] - v[0]) * sy + (v[3] - v[2]) * p.ty) * gv;
+        const V term_y = ((v[2] - v[0]) * ex + (v[3] - v[1]) * p.tx) * gv;
+        if (c == 0) {
+          sum_x = V{} + term_x;
+          sum_y = V{} + term_y;
+        } else {
+          sum_x += V{} + term_x;
+          sum_y += V{} + term_y;
+        }
+      }
+      if (io.targets != nullptr) scatter_corners(p, gv, lanes, g, io.targets[c]);
+    }
+    if (io.with_grad) {
+      store_u(io.gx + i, V((V{} + sum_x) * io.mult_x));  // whole vectors: the lanes past count are not read
+      store_u(io.gy + i, V((V{} + sum_y) * io.mult_y));
     }
   }
 }
