@@ -758,7 +758,7 @@ struct PlaneBackward {
     }
   }
 
-  // Bilinear, zeros padding, one to three float channels read by gathers: without bands, a group's points go
+  // Bilinear, zeros padding, one or two float channels read by gathers: without bands, a group's points go
   // through the fused point vectors (grid_sampler_2d_vectors.h bilinear_vectors_backward), no table.
   bool fused() const {
     if constexpr (std::is_same_v<T, float> && std::is_same_v<Table, PlaneBilinear<float>>) {
@@ -774,8 +774,9 @@ struct PlaneBackward {
       int64_t count;
       const PointCoordinates<T> at = block_coordinates<Table>(ctx, n, group.first / kBlock, gx, gy, cx, cy, count);
       const bool straight = point_offsets(ctx, group, s.offsets);
-      const FusedBackwardIo io{go.plane(n, 0), go.s1,      s.offsets,  straight, targets.empty() ? nullptr : targets.data(),
-                               with_grad,      at.scale_x, at.scale_y, s.sx[0],  s.sy[0]};
+      const GradTarget<Acc>* to = targets.empty() ? nullptr : targets.data();
+      const FusedBackwardIo io{go.plane(n, 0), go.s1, s.offsets, straight, to, with_grad, at.scale_x, at.scale_y,
+                               s.sx[0], s.sy[0]};
       const PointInputs<T> in{ctx.input.plane(n, 0), ctx.input.s1, ctx.C};
       SG_SIMD_DISPATCH(bilinear_vectors_backward(isa, at, count, g, in, io));
       if (with_grad) {

@@ -162,9 +162,8 @@ struct BilinearAxes {
   }
 };
 
-// The four corners of a vector of points and their weights, as PlaneBilinear::fill computes them. (The axes
-// are a separate value: kept in this struct, GCC 14 stored them on every vector of the forward, which does not
-// read them: (4,3,512,384) flow 0.90 -> 1.17 ms.)
+// The four corners of a vector of points and their weights, as PlaneBilinear::fill computes them. (The axes are
+// not kept: the forward does not read them, and GCC 14 kept a struct's unread vectors on the stack.)
 template <class V>
 struct BilinearVector {
   using IV = IndexVecOf<V>;
@@ -173,13 +172,14 @@ struct BilinearVector {
   bool paired;   // every corner inside, unit column stride: corners read in pairs from index[0] and index[2]
   bool windowed;  // paired, and each row's pairs lie in one window (find_pair_window): the lower row's window
                   // starts a row (s2) after the upper's, with the same offsets
-  int32_t window;  // the upper row's window start
+  int32_t window = 0;  // the upper row's window start
   IV offset;       // the lanes' offsets in their row's window
   int64_t row_step;  // s2
 
   template <class Isa>
-  SPATIALGRAD_INLINE BilinearVector(Isa isa, const BilinearAxes<V>& a, const PlaneGeometry& g, bool windows) {
+  SPATIALGRAD_INLINE BilinearVector(Isa isa, const V& cx, const V& cy, const PlaneGeometry& g, bool windows) {
     using Acc = ElementOf<V>;
+    const BilinearAxes<V> a(isa, cx, cy, g);
     const V tx = a.tx, ty = a.ty, ex = 1 - tx, sy = 1 - ty;
     const IV x = a.x, y = a.y;
     w[0] = sy * ex;
@@ -257,22 +257,34 @@ SG_SIMD_KERNEL void bilinear_vectors_forward(Isa isa, PointCoordinates<T> at, in
   // batch (256 of 64x64) and fewer than 32 channels: no gain.
   constexpr int64_t kPrefetchChannels = 8;
   const bool prefetching = in.channels >= 32 && in.channels * in.channel_step * int64_t{sizeof(T)} >= (int64_t{8} << 20);
-  int32_t upper[kLanes] = {}, lower[kLanes] = {};  // the vector's corner indices, when prefetching
-  for (int64_t i = 0; i < count; i += kLanes) {
-    const int64_t lanes = std::min(kLanes, count - i);
-    V x, y;
-    at.load(i, lanes, T(-4), x, y);  // lanes past the end: outside the image, never read
-    const BilinearVector<V> p(isa, BilinearAxes<V>(isa, x, y, g), g, windows);
-    if (prefetching) {
-      store_u(upper, p.index[0]);
-      store_u(lower, p.index[2]);
+  // Two copies of the sweep, with and without the prefetches: the index rows exist only where they are written
+  // (GCC 12 warned of them as maybe unread). Declared once outside the loop instead, they kept GCC 14 from holding
+  // the vector's values in registers: 1.7 times the stack accesses, (4,3,512,384) flow 0.94 -> 0.98 ms.
+  auto sweep = [&](auto prefetch) SG_SIMD_INLINE_LAMBDA {
+    for (int64_t i = 0; i < count; i += kLanes) {
+      const int64_t lanes = std::min(kLanes, count - i);
+      V x, y;
+      at.load(i, lanes, T(-4), x, y);  // lanes past the end: outside the image, never read
+      const BilinearVector<V> p(isa, x, y, g, windows);
+      [[maybe_unused]] int32_t upper[kLanes], lower[kLanes];
+      if constexpr (decltype(prefetch)::value) {
+        store_u(upper, p.index[0]);
+        store_u(lower, p.index[2]);
+      }
+      for (int64_t c = 0; c < in.channels; ++c) {
+        if constexpr (decltype(prefetch)::value) {
+          if (c + kPrefetchChannels < in.channels) p.prefetch_corners(in.channel(c + kPrefetchChannels), upper, lower);
+        }
+        V v[4];
+        p.corners(isa, in.channel(c), v);
+        out.store(c, i, lanes, V(v[0] * p.w[0] + v[1] * p.w[1] + v[2] * p.w[2] + v[3] * p.w[3]));
+      }
     }
-    for (int64_t c = 0; c < in.channels; ++c) {
-      if (prefetching && c + kPrefetchChannels < in.channels) p.prefetch_corners(in.channel(c + kPrefetchChannels), upper, lower);
-      V v[4];
-      p.corners(isa, in.channel(c), v);
-      out.store(c, i, lanes, V(v[0] * p.w[0] + v[1] * p.w[1] + v[2] * p.w[2] + v[3] * p.w[3]));
-    }
+  };
+  if (prefetching) {
+    sweep(std::true_type{});
+  } else {
+    sweep(std::false_type{});
   }
 }
 
@@ -294,12 +306,12 @@ struct FusedBackwardIo {
 // The scatter of one channel's grad_output gv of a vector of points to their corners, lane by lane in point
 // order, as PlaneBilinear::backward_checked (the weighted values computed as vectors: the same products).
 template <class V>
-SPATIALGRAD_INLINE void scatter_corners(const BilinearAxes<V>& a, const BilinearVector<V>& p, const V& gv, int64_t lanes, const PlaneGeometry& g,
-                                        const GradTarget<float>& target) {
+SPATIALGRAD_INLINE void scatter_corners(const BilinearAxes<V>& a, const BilinearVector<V>& p, const V& gv,
+                                        int64_t lanes, const PlaneGeometry& g, const GradTarget<float>& target) {
   const V nw = p.w[0] * gv, ne = p.w[1] * gv, sw = p.w[2] * gv, se = p.w[3] * gv;
   for (int64_t l = 0; l < lanes; ++l) {
     const int32_t x = a.x[l], y = a.y[l];
-    if (inside(x, g.W - 1) & inside(y, g.H - 1)) {
+    if (inside(x, g.W - 1) && inside(y, g.H - 1)) {
       target.add_corners<false>(y, x, nw[l], ne[l], sw[l], se[l]);
       continue;
     }
@@ -311,7 +323,8 @@ SPATIALGRAD_INLINE void scatter_corners(const BilinearAxes<V>& a, const Bilinear
   }
 }
 
-// The channels a fused backward takes: beyond them the table's passes are a small part of the work.
+// The channels a fused backward takes. With three, interleaving the channels' scatters per vector ran slower
+// than the tables' channel-by-channel sweeps ((8,3,256,256), 2 threads: 4.4 -> 6.0 ms at GCC 12).
 constexpr int64_t kFusedBackwardChannels = 2;
 
 // The backward of `count` points with zeros padding over one to kFusedBackwardChannels float channels, no
@@ -329,8 +342,8 @@ SG_SIMD_KERNEL void bilinear_vectors_backward(Isa isa, PointCoordinates<float> a
     const int64_t lanes = std::min(kLanes, count - i);
     V x, y;
     at.load(i, lanes, -4.0f, x, y);  // lanes past the end: outside the image, never read nor scattered
-    const BilinearAxes<V> a(isa, x, y, g);
-    const BilinearVector<V> p(isa, a, g, io.with_grad || windows);
+    const BilinearAxes<V> a(isa, x, y, g);  // (the vector's constructor computes them too: the compiler's to share)
+    const BilinearVector<V> p(isa, x, y, g, io.with_grad || windows);
     const V ex = 1 - a.tx, sy = 1 - a.ty;
     V sum_x{}, sum_y{};
     for (int64_t c = 0; c < in.channels; ++c) {
@@ -339,7 +352,9 @@ SG_SIMD_KERNEL void bilinear_vectors_backward(Isa isa, PointCoordinates<float> a
       if (io.straight && lanes == kLanes) {
         load_u(gv, go + io.go_offset[0] + i);
       } else {
-        for (int64_t k = 0; k < kLanes; ++k) gv[k] = k < lanes ? go[io.straight ? io.go_offset[0] + i + k : io.go_offset[i + k]] : 0.0f;
+        for (int64_t k = 0; k < kLanes; ++k) {
+          gv[k] = k < lanes ? go[io.straight ? io.go_offset[0] + i + k : io.go_offset[i + k]] : 0.0f;
+        }
       }
       if (io.with_grad) {
         V v[4];
@@ -374,7 +389,8 @@ SG_SIMD_KERNEL void nearest_vectors_forward(Isa isa, PointCoordinates<T> at, int
   constexpr int64_t kLanes = kLanesOf<V>;
   const T W = static_cast<T>(g.W), H = static_cast<T>(g.H);
   // Float planes whose every offset is below 2^24: y * s2 + x * s3 is exact in float, one conversion.
-  const bool float_offsets = std::is_same_v<T, float> && int64_t{g.H - 1} * g.s2 + int64_t{g.W - 1} * g.s3 < (int64_t{1} << 24);
+  const int64_t last_offset = int64_t{g.H - 1} * g.s2 + int64_t{g.W - 1} * g.s3;
+  const bool float_offsets = std::is_same_v<T, float> && last_offset < (int64_t{1} << 24);
   const float box[4] = {static_cast<float>(g.W - 1), static_cast<float>(g.H - 1), static_cast<float>(g.s2),
                         static_cast<float>(g.s3)};
   for (int64_t i = 0; i < count; i += kLanes) {

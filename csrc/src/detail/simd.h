@@ -344,16 +344,15 @@ inline SG_TARGET_AVX2 void masked_gather_avx2(const double* base, const Vec<int3
 }
 
 // The box test and offsets of box_index (below): one masked comparison per bound, one conversion.
-inline SG_TARGET_AVX512_OPS void box_index_avx512(const Vec<float, 64>& x, const Vec<float, 64>& y, const float (&box)[4],
-                                                  Vec<int32_t, 64>& index) {
+inline SG_TARGET_AVX512_OPS void box_index_avx512(const Vec<float, 64>& x, const Vec<float, 64>& y,
+                                                  const float (&box)[4], Vec<int32_t, 64>& index) {
   const __m512 vx = reinterpret_cast<__m512>(x), vy = reinterpret_cast<__m512>(y), zero = _mm512_setzero_ps();
   __mmask16 inside = _mm512_cmp_ps_mask(vx, zero, _CMP_GE_OQ);
   inside = _mm512_mask_cmp_ps_mask(inside, vx, _mm512_set1_ps(box[0]), _CMP_LE_OQ);
   inside = _mm512_mask_cmp_ps_mask(inside, vy, zero, _CMP_GE_OQ);
   inside = _mm512_mask_cmp_ps_mask(inside, vy, _mm512_set1_ps(box[1]), _CMP_LE_OQ);
   const __m512 at = _mm512_add_ps(_mm512_mul_ps(vy, _mm512_set1_ps(box[2])), _mm512_mul_ps(vx, _mm512_set1_ps(box[3])));
-  index = reinterpret_cast<Vec<int32_t, 64>>(
-      _mm512_mask_cvttps_epi32(_mm512_set1_epi32(-1), inside, at));
+  index = reinterpret_cast<Vec<int32_t, 64>>(_mm512_mask_cvttps_epi32(_mm512_set1_epi32(-1), inside, at));
 }
 inline SG_TARGET_AVX2 void box_index_avx2(const Vec<float, 32>& x, const Vec<float, 32>& y, const float (&box)[4],
                                           Vec<int32_t, 32>& index) {
