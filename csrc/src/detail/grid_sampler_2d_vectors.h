@@ -393,7 +393,29 @@ SG_SIMD_KERNEL void nearest_vectors_forward(Isa isa, PointCoordinates<T> at, int
   const bool float_offsets = std::is_same_v<T, float> && last_offset < (int64_t{1} << 24);
   const float box[4] = {static_cast<float>(g.W - 1), static_cast<float>(g.H - 1), static_cast<float>(g.s2),
                         static_cast<float>(g.s3)};
-  for (int64_t i = 0; i < count; i += kLanes) {
+  int64_t start = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    // One channel of the common case (dense pairs, zeros padding, outputs in one run): its whole vectors without
+    // the general loop's per-vector tests. 2 threads, core call, (8,1,256,256): 0.183 -> 0.171 ms at GCC 14,
+    // 0.189 -> 0.169 at GCC 12; with three channels GCC 14 ran it 5% slower (0.474 -> 0.501 ms).
+    if (in.channels == 1 && float_offsets && at.pairs != nullptr && !at.mapped && !at.clip && out.straight) {
+      start = count / kLanes * kLanes;
+      for (int64_t i = 0; i < start; i += kLanes) {
+        V a, b, x, y, xr, yr;
+        load_u(a, at.pairs + 2 * i);
+        load_u(b, at.pairs + 2 * i + kLanes);
+        deinterleave(a, b, x, y);
+        nearbyint_lanes(isa, V((x + 1) * at.scale_x - at.shift), xr);
+        nearbyint_lanes(isa, V((y + 1) * at.scale_y - at.shift), yr);
+        IV index;
+        box_index(isa, xr, yr, box, index);
+        V v;
+        masked_gather(isa, in.plane, index, v);
+        store_u(out.plane + out.offset[0] + i, v);
+      }
+    }
+  }
+  for (int64_t i = start; i < count; i += kLanes) {
     const int64_t lanes = std::min(kLanes, count - i);
     V x, y, xr, yr;
     at.load(i, lanes, T(-4), x, y);
