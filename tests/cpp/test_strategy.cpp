@@ -49,7 +49,7 @@ TEST(Strategy, EnumsFollowTheirLists) {
             static_cast<size_t>(detail::MsDeformAttnStrategy::kDirect));
   EXPECT_EQ(detail::strategy_names("roi_align").size(), static_cast<size_t>(detail::RoiAlignStrategy::kPackedNarrow));
   EXPECT_EQ(detail::strategy_names("upsample_bilinear2d").size(),
-            static_cast<size_t>(detail::UpsampleBilinear2dStrategy::kRows));
+            static_cast<size_t>(detail::UpsampleBilinear2dStrategy::kNarrow));
   EXPECT_EQ(detail::strategy_names("avg_pool2d")[2], "channels_last");
   EXPECT_EQ(detail::strategy_names("roi_align")[2], "packed_narrow");
 }

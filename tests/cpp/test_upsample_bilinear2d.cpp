@@ -12,6 +12,7 @@
 #include "detail/strategy.h"
 #include "detail/upsample_bilinear2d_axis.h"
 #include "spatialgrad/parallel.h"
+#include "simd_levels.h"
 #include "test_util.h"
 
 namespace spatialgrad {
@@ -420,7 +421,8 @@ TEST(UpsampleStrategies, EveryPathGivesTheBitsOfTheOrderedLoops) {
     auto g = random_tensor<float>(p.shape(p.oh, p.ow), 52);
     const std::vector<float> y_ref = loops.forward(x.storage), gi_ref = loops.backward(g.storage);
     for (UpsampleBilinear2dStrategy path : {UpsampleBilinear2dStrategy::kAuto, UpsampleBilinear2dStrategy::kLanes,
-                                            UpsampleBilinear2dStrategy::kDirect, UpsampleBilinear2dStrategy::kRows}) {
+                                            UpsampleBilinear2dStrategy::kDirect, UpsampleBilinear2dStrategy::kRows,
+                                            UpsampleBilinear2dStrategy::kNarrow}) {
       SCOPED_TRACE(::testing::Message() << "path " << static_cast<int>(path) << " layout " << static_cast<int>(p.layout)
                                         << " c=" << p.c << " " << p.h << "x" << p.w << " -> " << p.oh << "x" << p.ow);
       const detail::StrategyForTesting forced(path);
@@ -445,7 +447,7 @@ TEST(UpsampleStrategies, EveryPathIsIndependentOfTheThreadCount) {
           upsample_bilinear2d_output_shape(x.view.sizes(), {{oh, ow}, false, 0.0, 0.0, layout});
       auto g = random_tensor<float>(out_shape, 62);
       for (UpsampleBilinear2dStrategy path : {UpsampleBilinear2dStrategy::kLanes, UpsampleBilinear2dStrategy::kDirect,
-                                              UpsampleBilinear2dStrategy::kRows}) {
+                                              UpsampleBilinear2dStrategy::kRows, UpsampleBilinear2dStrategy::kNarrow}) {
         const detail::StrategyForTesting forced(path);
         testing::expect_same_bits_for_thread_counts({1, 2, 3}, [&] {
           OwnedTensor<float> y(out_shape), gi(x.view.sizes());
@@ -458,6 +460,48 @@ TEST(UpsampleStrategies, EveryPathIsIndependentOfTheThreadCount) {
   }
 }
 
+// The narrow forward (input rows of at most 32 values held in registers) at every instruction level, pinned:
+// rows of 1 to 32 values, outputs narrower and wider than a vector (its last vector overlapping), up and down,
+// align_corners, the tables of the last rows copied (they would pass the tensor's end), a view with row gaps, and
+// the same bits as the ordered loops; a row of 33 values leaves the pin to the cost model.
+TEST(UpsampleStrategies, NarrowRowsAtEveryLevelGiveTheBitsOfTheOrderedLoops) {
+  std::vector<Problem> problems;
+  for (int64_t w : {1, 7, 13, 16, 17, 31, 32, 33}) {
+    problems.push_back({2, 3, 5, w, 11, 2 * w + 1, false, 0.0, 0.0, Layout::kNCHW});
+    problems.push_back({1, 2, 9, w, 4, std::max<int64_t>(1, w / 2), true, 0.0, 0.0, Layout::kNCHW});
+  }
+  problems.push_back({1, 1, 3, 21, 6, 700, false, 0.0, 0.0, Layout::kNCHW});  // many vectors a row
+  problems.push_back({2, 4, 13, 21, 25, 42, false, 0.0, 0.0, Layout::kNCHW});  // FPN's 13x21 -> 25x42
+  problems.push_back({1, 2, 4, 9, 8, 15, false, 0.5, 0.6, Layout::kNCHW});     // scales given
+  const detail::StrategyForTesting forced(UpsampleBilinear2dStrategy::kNarrow);
+  for (const Problem& p : problems) {
+    SCOPED_TRACE(::testing::Message() << p.h << "x" << p.w << " -> " << p.oh << "x" << p.ow << " align "
+                                      << p.align_corners);
+    const OrderedLoops loops(p);
+    auto x = random_tensor<float>(p.shape(p.h, p.w), 81);
+    const std::vector<float> y_ref = loops.forward(x.storage);
+    testing::for_each_simd_level([&] {
+      OwnedTensor<float> y(p.shape(p.oh, p.ow), 7.0f);
+      upsample_bilinear2d(x.view, y.view, {{p.oh, p.ow}, p.align_corners, p.scales_h, p.scales_w, p.layout});
+      ASSERT_EQ(y.storage, y_ref);
+    });
+  }
+  // Rows 40 values apart (a view of a wider tensor): a row's table reads into the gap after it, never selected.
+  const Problem p{1, 2, 6, 10, 12, 19, false, 0.0, 0.0, Layout::kNCHW};
+  auto x = random_tensor<float>(p.shape(p.h, p.w), 82);
+  OwnedTensor<float> wide({1, 2, 6, 40}, -5.0f);
+  for (int64_t c = 0; c < 2; ++c)
+    for (int64_t r = 0; r < 6; ++r)
+      for (int64_t q = 0; q < 10; ++q) wide.storage[(c * 6 + r) * 40 + q] = x.storage[(c * 6 + r) * 10 + q];
+  const TensorView gapped(wide.storage.data(), DType::kFloat32, {1, 2, 6, 10}, {480, 240, 40, 1});
+  const std::vector<float> y_ref = OrderedLoops(p).forward(x.storage);
+  testing::for_each_simd_level([&] {
+    OwnedTensor<float> y(p.shape(p.oh, p.ow), 7.0f);
+    upsample_bilinear2d(gapped, y.view, {{p.oh, p.ow}, false, 0.0, 0.0, Layout::kNCHW});
+    ASSERT_EQ(y.storage, y_ref);
+  });
+}
+
 // Strided and reversed views take the paths' gap-handling branches (NHWC pixels with gaps, NCHW rows of
 // stride 2 that the direct forward leaves to the lanes): the same bits as a contiguous copy.
 TEST(UpsampleStrategies, RowsWithGapsGiveTheBitsOfContiguousRows) {
@@ -467,7 +511,7 @@ TEST(UpsampleStrategies, RowsWithGapsGiveTheBitsOfContiguousRows) {
       auto x = random_tensor<float>(p.shape(p.h, p.w), 71);
       auto g = random_tensor<float>(p.shape(p.oh, p.ow), 72);
       for (UpsampleBilinear2dStrategy path : {UpsampleBilinear2dStrategy::kLanes, UpsampleBilinear2dStrategy::kDirect,
-                                              UpsampleBilinear2dStrategy::kRows}) {
+                                              UpsampleBilinear2dStrategy::kRows, UpsampleBilinear2dStrategy::kNarrow}) {
         const detail::StrategyForTesting forced(path);
         OwnedTensor<float> y(p.shape(p.oh, p.ow)), gi(p.shape(p.h, p.w));
         upsample_bilinear2d(x.view, y.view, {{p.oh, p.ow}, false, 0.0, 0.0, layout});

@@ -420,6 +420,24 @@ inline SG_TARGET_AVX2 void window_pairs_avx2(const float* base, const Vec<int32_
   first = reinterpret_cast<Vec<float, 32>>(window_lanes_avx2(low, high, at));
   second = reinterpret_cast<Vec<float, 32>>(window_lanes_avx2(low, high, _mm256_add_epi32(at, _mm256_set1_epi32(1))));
 }
+
+// out = table[index] for a table of 32 floats (all readable), index in [0, 32): two loads and one two-register
+// permute.
+inline SG_TARGET_AVX512_OPS void lookup32_avx512(const float* table, const Vec<int32_t, 64>& index,
+                                                 Vec<float, 64>& out) {
+  const __m512 low = _mm512_loadu_ps(table), high = _mm512_loadu_ps(table + 16);
+  out = reinterpret_cast<Vec<float, 64>>(_mm512_permutex2var_ps(low, reinterpret_cast<__m512i>(index), high));
+}
+// The same on eight lanes: each quarter of the table permuted, then the quarters chosen by the index's bits 3
+// and 4 (moved to the sign bit, which blendv reads).
+inline SG_TARGET_AVX2 void lookup32_avx2(const float* table, const Vec<int32_t, 32>& index, Vec<float, 32>& out) {
+  const __m256i at = reinterpret_cast<__m256i>(index);
+  __m256 quarter[4];
+  for (int q = 0; q < 4; ++q) quarter[q] = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table + 8 * q), at);
+  const __m256 bit3 = _mm256_castsi256_ps(_mm256_slli_epi32(at, 28)), bit4 = _mm256_castsi256_ps(_mm256_slli_epi32(at, 27));
+  const __m256 low = _mm256_blendv_ps(quarter[0], quarter[1], bit3), high = _mm256_blendv_ps(quarter[2], quarter[3], bit3);
+  out = reinterpret_cast<Vec<float, 32>>(_mm256_blendv_ps(low, high, bit4));
+}
 #endif
 
 // The element type of V (a vector extension type; GCC 12 and 14 give its subscript different value categories).
@@ -547,6 +565,19 @@ SPATIALGRAD_INLINE void window_pairs(Isa, const float* window, const IndexVecOf<
   if constexpr (Isa::kLevel != SimdLevel::kBaseline && sizeof(V) == 32) return window_pairs_avx2(window, offset, first, second);
 #endif
   gather_pairs(Isa{}, window, offset, first, second);  // the portable loop: the same values
+}
+
+// out[k] = table[index[k]] for a table of kLookupValues floats, every one readable (a row of a narrow plane held
+// in registers: the upsample forward's "narrow" strategy), and 0 <= index[k] < kLookupValues: permutes of the
+// table instead of loads at computed positions.
+constexpr int64_t kLookupValues = 32;
+template <class Isa, class V>
+SPATIALGRAD_INLINE void lookup32(Isa, const float* table, const IndexVecOf<V>& index, V& out) {
+#if defined(SG_SIMD_LEVELS)
+  if constexpr (Isa::kLevel == SimdLevel::kAvx512 && sizeof(V) == 64) return lookup32_avx512(table, index, out);
+  if constexpr (Isa::kLevel != SimdLevel::kBaseline && sizeof(V) == 32) return lookup32_avx2(table, index, out);
+#endif
+  for (int k = 0; k < kLanesOf<V>; ++k) out[k] = table[index[k]];
 }
 
 // ---- memory hints (no effect on results) --------------------------------------------------------------------

@@ -48,7 +48,10 @@
       "2/3 input rows per output row, or NHWC from 8 channels") \
   X(kRows, "rows", \
       "NHWC rows as channel vectors, each W-interpolated input row reused: from 8 channels, upsampling " \
-      "more than 2x in H (forward) or always (backward)")
+      "more than 2x in H (forward) or always (backward)") \
+  X(kNarrow, "narrow", \
+      "each output vector's taps read by permutes of its two input rows held in registers: float32 NCHW " \
+      "forward of input rows of at most 32 values, at AVX-512")
 // The operators with strategies: enumerator of StrategyOperator, aten name, list.
 #define SG_STRATEGY_OPERATORS(O) \
   O(kAvgPool2d, "avg_pool2d", SG_AVG_POOL2D_STRATEGIES) \
