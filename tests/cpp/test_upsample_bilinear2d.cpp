@@ -460,10 +460,12 @@ TEST(UpsampleStrategies, EveryPathIsIndependentOfTheThreadCount) {
   }
 }
 
-// The narrow forward (input rows of at most 32 values held in registers) at every instruction level, pinned:
-// rows of 1 to 32 values, outputs narrower and wider than a vector (its last vector overlapping), up and down,
-// align_corners, the tables of the last rows copied (they would pass the tensor's end), a view with row gaps, and
-// the same bits as the ordered loops; a row of 33 values leaves the pin to the cost model.
+// The narrow forward and backward (input rows of at most 32 values, output rows of at most 64 for the backward)
+// at every instruction level, pinned: rows of 1 to 32 values, outputs narrower and wider than a vector (the last
+// vector overlapping), output rows past 32 values (the backward's second lookup) and past 64 (the cost model's),
+// up and down, align_corners, input rows no output row reads, the tables of the last rows copied (they would pass
+// the tensor's end), a view with row gaps: the bits of the ordered loops; a row of 33 values leaves the pin to
+// the cost model.
 TEST(UpsampleStrategies, NarrowRowsAtEveryLevelGiveTheBitsOfTheOrderedLoops) {
   std::vector<Problem> problems;
   for (int64_t w : {1, 7, 13, 16, 17, 31, 32, 33}) {
@@ -473,17 +475,25 @@ TEST(UpsampleStrategies, NarrowRowsAtEveryLevelGiveTheBitsOfTheOrderedLoops) {
   problems.push_back({1, 1, 3, 21, 6, 700, false, 0.0, 0.0, Layout::kNCHW});  // many vectors a row
   problems.push_back({2, 4, 13, 21, 25, 42, false, 0.0, 0.0, Layout::kNCHW});  // FPN's 13x21 -> 25x42
   problems.push_back({1, 2, 4, 9, 8, 15, false, 0.5, 0.6, Layout::kNCHW});     // scales given
+  problems.push_back({1, 2, 30, 11, 7, 5, false, 0.0, 0.0, Layout::kNCHW});    // rows and columns no output reads
+  problems.push_back({2, 1, 3, 5, 4, 40, true, 0.0, 0.0, Layout::kNCHW});      // many sources per column
+  problems.push_back({1, 1, 2, 32, 3, 64, false, 0.0, 0.0, Layout::kNCHW});
   const detail::StrategyForTesting forced(UpsampleBilinear2dStrategy::kNarrow);
   for (const Problem& p : problems) {
     SCOPED_TRACE(::testing::Message() << p.h << "x" << p.w << " -> " << p.oh << "x" << p.ow << " align "
                                       << p.align_corners);
     const OrderedLoops loops(p);
     auto x = random_tensor<float>(p.shape(p.h, p.w), 81);
-    const std::vector<float> y_ref = loops.forward(x.storage);
+    auto g = random_tensor<float>(p.shape(p.oh, p.ow), 83);
+    const std::vector<float> y_ref = loops.forward(x.storage), gi_ref = loops.backward(g.storage);
+    const UpsampleBilinear2dParams params{{p.oh, p.ow}, p.align_corners, p.scales_h, p.scales_w, p.layout};
     testing::for_each_simd_level([&] {
-      OwnedTensor<float> y(p.shape(p.oh, p.ow), 7.0f);
-      upsample_bilinear2d(x.view, y.view, {{p.oh, p.ow}, p.align_corners, p.scales_h, p.scales_w, p.layout});
-      ASSERT_EQ(y.storage, y_ref);
+      OwnedTensor<float> y(p.shape(p.oh, p.ow), 7.0f), gi(p.shape(p.h, p.w), 7.0f);
+      upsample_bilinear2d(x.view, y.view, params);
+      upsample_bilinear2d_backward(g.view, p.shape(p.h, p.w), gi.view, params);
+      // Bits, not values: +0 and -0 differ (an input value no output reads is +0, as the lanes give).
+      ASSERT_EQ(std::memcmp(y.storage.data(), y_ref.data(), y_ref.size() * sizeof(float)), 0);
+      ASSERT_EQ(std::memcmp(gi.storage.data(), gi_ref.data(), gi_ref.size() * sizeof(float)), 0);
     });
   }
   // Rows 40 values apart (a view of a wider tensor): a row's table reads into the gap after it, never selected.

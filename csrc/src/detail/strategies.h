@@ -50,8 +50,9 @@
       "NHWC rows as channel vectors, each W-interpolated input row reused: from 8 channels, upsampling " \
       "more than 2x in H (forward) or always (backward)") \
   X(kNarrow, "narrow", \
-      "each output vector's taps read by permutes of its two input rows held in registers: float32 NCHW " \
-      "forward of input rows of at most 32 values, at AVX-512")
+      "taps read by permutes of rows held in registers (no transposes): float32 NCHW with input rows of " \
+      "at most 32 values at AVX-512, the forward where each input row feeds at most 4 output rows, the " \
+      "backward with output rows of at most 64 values")
 // The operators with strategies: enumerator of StrategyOperator, aten name, list.
 #define SG_STRATEGY_OPERATORS(O) \
   O(kAvgPool2d, "avg_pool2d", SG_AVG_POOL2D_STRATEGIES) \
