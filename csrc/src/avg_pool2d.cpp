@@ -4,6 +4,7 @@
 #include <array>
 #include <atomic>
 #include <climits>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -374,6 +375,131 @@ SG_SIMD_KERNEL void forward_rows(Isa, const PlanePlan<T>& plan, ForwardScratch<T
 template <class T, class WidthSum>
 void forward_rows(const PlanePlan<T>& plan, ForwardScratch<T, WidthSum>& scratch, int64_t lo, int64_t hi) noexcept {
   SG_SIMD_DISPATCH(forward_rows(isa, plan, scratch, lo, hi));
+}
+
+// ---- narrow planes: rows held in registers -----------------------------------------------------------------
+// Planes whose rows hold at most detail::kLookupValues (32) floats ((2,256,32,32) k2 s2, 7x7 global pools): the
+// planes' passes cost ~47 cycles a row of 16 outputs there in loop set-up and row copies. The narrow forward sums
+// a window's input rows as vectors of the whole row (0 + r0 + r1 ..., the planes' order), keeps the sums as a
+// table, and forms each output vector's window from lookups of it (detail::lookup32), tap by tap, a tap outside
+// the input read as +0 (StridedBoxSum's padded row: first + second, then each next), then divides as forward_rows
+// does: the same bits. float32, rows of unit stride, width windows within the input (not direct_width).
+
+// Per tap t < kw and output column o: the input column o*sw - pw + t (0 where outside) and whether it is inside
+// (-1 or 0); the divisors' column factors. Padded with zeros to at least kNarrowPad columns.
+struct NarrowTaps {
+  static constexpr int64_t kNarrowPad = 64;
+  int64_t width = 0;
+  std::vector<int32_t> column, inside;
+  std::vector<float> col_factor;
+  explicit NarrowTaps(const Windows& win) : width(std::max(win.w.out, kNarrowPad)) {
+    column.assign(static_cast<size_t>(win.kw * width), 0);
+    inside.assign(column.size(), 0);
+    col_factor.assign(static_cast<size_t>(width), 1.0f);
+    for (int64_t o = 0; o < win.w.out; ++o) {
+      col_factor[o] = static_cast<float>(win.col_factor[o]);
+      for (int64_t t = 0; t < win.kw; ++t) {
+        const int64_t x = o * win.sw - win.pw + t;
+        if (x < 0 || x >= win.w.in) continue;
+        column[t * width + o] = static_cast<int32_t>(x);
+        inside[t * width + o] = -1;
+      }
+    }
+  }
+};
+
+bool narrow_pool_ok(const TensorView& input, const TensorView& output, const Windows& win) {
+  return input.dtype() == DType::kFloat32 && input.stride(-1) == 1 && output.stride(-1) == 1 &&
+         win.w.in <= detail::kLookupValues && !win.direct_width;
+}
+
+// One past the highest element of a view (a row is read as a table of kLookupValues floats where one fits).
+const float* view_end(const TensorView& t) {
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) last += std::max<int64_t>(0, (t.size(d) - 1) * t.stride(d));
+  return t.data<float>() + last + 1;
+}
+
+// Output rows [lo, hi) (item = plane * out_h + oh).
+template <class Isa>
+SG_SIMD_KERNEL void narrow_forward_rows(Isa isa, const PlanePlan<float>& plan, const NarrowTaps& taps,
+                                        const float* src_end, float* divisor_buffer, int64_t lo, int64_t hi) {
+  using V = detail::Vec<float, Isa::kVecBytes>;
+  using IV = detail::IndexVecOf<V>;
+  constexpr int64_t kStep = detail::kLanesOf<V>, kTable = detail::kLookupValues;
+  const Windows& win = *plan.win;
+  const int64_t out_w = win.w.out;
+  alignas(64) float sums[kTable] = {}, staged[kTable] = {};
+  auto readable = [&](const float* row) SG_SIMD_INLINE_LAMBDA -> const float* {
+    if (row + kTable <= src_end) return row;
+    std::memcpy(staged, row, static_cast<size_t>(src_end - row) * sizeof(float));
+    return staged;
+  };
+  // The window sums of output columns [at, at + kStep), divided.
+  auto window = [&](int64_t at, float row_factor, const float* divisors, V& out) SG_SIMD_INLINE_LAMBDA {
+    V sum{};
+    for (int64_t t = 0; t < win.kw; ++t) {
+      IV column, inside;
+      V x;
+      detail::load_u(column, taps.column.data() + t * taps.width + at);
+      detail::load_u(inside, taps.inside.data() + t * taps.width + at);
+      detail::lookup32(isa, sums, column, x);
+      x = inside != 0 ? x : V{};
+      sum = t == 0 ? x : V(sum + x);
+    }
+    V divisor;
+    if (divisors != nullptr) {
+      detail::load_u(divisor, divisors + at);
+    } else {
+      detail::load_u(divisor, taps.col_factor.data() + at);
+      divisor = row_factor * divisor;
+    }
+    out = sum / divisor;
+  };
+  PlaneCursor<float> cursor{plan, win.h.out};
+  for (int64_t item = lo; item < hi; ++item) {
+    cursor.move_to(item);
+    const int64_t oh = cursor.row;
+    const int64_t first = win.h.start[oh], count = win.h.end[oh] - first;
+    for (int64_t c = 0; c < kTable; c += kStep) {
+      V sum{}, x;
+      for (int64_t r = 0; r < count; ++r)
+        sum = sum + detail::load_u(x, readable(cursor.src + (first + r) * plan.src_h) + c);
+      detail::store_u(sums + c, sum);
+    }
+    const float* divisors = win.divisor_row(oh, divisor_buffer);
+    const auto row_factor = static_cast<float>(win.row_factor[oh]);
+    float* dst = cursor.dst + oh * plan.dst_h;
+    V out;
+    if (out_w < kStep) {  // one vector (its divisors padded: NarrowTaps::kNarrowPad), out_w lanes stored
+      window(0, row_factor, divisors, out);
+      for (int64_t ow = 0; ow < out_w; ++ow) dst[ow] = out[ow];
+      continue;
+    }
+    int64_t ow = 0;
+    for (; ow + kStep <= out_w; ow += kStep) {
+      window(ow, row_factor, divisors, out);
+      detail::store_u(dst + ow, out);
+    }
+    if (ow < out_w) {  // the last vector ends at the row's end, rewriting the values it shares with the one before
+      window(out_w - kStep, row_factor, divisors, out);
+      detail::store_u(dst + out_w - kStep, out);
+    }
+  }
+}
+
+int64_t forward_work_per_row(const Windows& win);  // (the drivers' cost model, below)
+
+void run_narrow(const TensorView& input, const TensorView& output, const Windows& win) {
+  const PlanePlan<float> plan(win, input, output);
+  const NarrowTaps taps(win);
+  const float* src_end = view_end(input);
+  const int64_t grain = grain_for(forward_work_per_row(win));
+  parallel_for(0, plan.src_planes.count * win.h.out, grain, [&](int64_t lo, int64_t hi) {
+    // The divisors of a row where products are not exact (Windows::divisor_row), padded as the taps.
+    std::vector<float> divisors(static_cast<size_t>(taps.width), 1.0f);
+    SG_SIMD_DISPATCH(narrow_forward_rows(isa, plan, taps, src_end, divisors.data(), lo, hi));
+  });
 }
 
 // ---- lanes: many values per pixel in one vector pass (detail/lanes.h) ---------------------------------------
@@ -1037,6 +1163,13 @@ bool lanes_pay_off(const TensorView& from, const TensorView& to, const Windows& 
   return overlapping ? many || narrow : many && narrow;
 }
 
+// The narrow forward where the planes would take the call (rows past the tiles' width, or too few planes for
+// them), at AVX-512 (at AVX2 a lookup is four permutes and three blends). 2 threads, core calls: (2,256,32,32) k2
+// s2 0.060 -> 0.036 ms, (8,64,32,32) k3 s2 p1 0.103 -> 0.043, (16,16,28,28) k2 s2 0.040 -> 0.017; the tiles keep
+// planes of at most 24 values, whose lanes serve many planes at once ((32,512,7,7) k7 s7: tiles 0.040 ms, narrow
+// 0.156).
+bool narrow_pays() { return detail::simd_level() == detail::SimdLevel::kAvx512; }
+
 // from: the tensor a call reads (input, grad_output); to: the one it writes. The family of a call the
 // direct kernels do not take (runs_direct): channels-last tensors (either one) run as channels-last lanes
 // where lanes_pay_off, narrow planes as tiles, the others as planes. A pinned family takes any call with
@@ -1050,8 +1183,10 @@ Choice choose_family(const TensorView& from, const TensorView& to, const Windows
   const int64_t width = std::max(from.size(-1), to.size(-1));
   const int64_t channels = channel_lanes(from.size(-3), width, acc_bytes, to.stride(-3) != 1);
   const int64_t tiles = tile_lanes(from, to, acc_bytes);
+  const bool narrow = forward && !empty_planes && narrow_pool_ok(from, to, win);
   const AvgPool2dStrategy strategy = detail::choose_strategy<AvgPool2dStrategy>(
       [&](AvgPool2dStrategy pinned) {
+        if (pinned == AvgPool2dStrategy::kNarrow) return narrow;
         return pinned == AvgPool2dStrategy::kPlanes || (pinned != AvgPool2dStrategy::kDirect && !empty_planes);
       },
       [&] {
@@ -1062,9 +1197,11 @@ Choice choose_family(const TensorView& from, const TensorView& to, const Windows
         const int64_t max_width = forward ? kTileMaxWidthForward : kTileMaxWidthBackward;
         const bool enough_planes = planes_of(from).count >= kTileMinPlanes;
         if (!channels_last && tiles > 0 && width <= max_width && enough_planes) return AvgPool2dStrategy::kPlaneTiles;
-        return AvgPool2dStrategy::kPlanes;
+        return narrow && narrow_pays() ? AvgPool2dStrategy::kNarrow : AvgPool2dStrategy::kPlanes;
       });
   switch (strategy) {
+    case AvgPool2dStrategy::kNarrow:
+      return {strategy, 1};
     case AvgPool2dStrategy::kChannelsLast:
       return {strategy, channels > 0 ? channels : std::min<int64_t>(from.size(-3), 16)};
     case AvgPool2dStrategy::kPlaneTiles:
@@ -1191,13 +1328,17 @@ template <class T, class Pass>
 void run_kernel(const TensorView& src, const TensorView& dst, const Windows& win) {
   const Choice choice = choose_family(src, dst, win, Pass::kForward, sizeof(AccType<T>));
   switch (choice.strategy) {
+    case detail::AvgPool2dStrategy::kNarrow:
+      if constexpr (std::is_same_v<T, float> && Pass::kForward) return run_narrow(src, dst, win);
+      break;
     case detail::AvgPool2dStrategy::kChannelsLast:
       return run_channels_last<T, Pass>(src, dst, win, choice.lanes);
     case detail::AvgPool2dStrategy::kPlaneTiles:
       return run_plane_tiles<T, Pass>(src, dst, win, choice.lanes);
     default:
-      return run_planes<T, Pass>(src, dst, win);
+      break;
   }
+  run_planes<T, Pass>(src, dst, win);
 }
 
 // ---- direct kernels: small calls ------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include "detail/strategy.h"
 #include "spatialgrad/avg_pool2d.h"
 #include "spatialgrad/parallel.h"
+#include "simd_levels.h"
 #include "test_util.h"
 
 namespace spatialgrad {
@@ -482,7 +483,7 @@ void expect_strategies_give_the_same_bits() {
         pool_with<T>(AvgPool2dStrategy::kPlanes, c.sizes, c.params, Strides::kContiguous, Strides::kContiguous);
     for (AvgPool2dStrategy strategy :
          {AvgPool2dStrategy::kPlanes, AvgPool2dStrategy::kPlaneTiles, AvgPool2dStrategy::kChannelsLast,
-          AvgPool2dStrategy::kDirect, AvgPool2dStrategy::kAuto}) {
+          AvgPool2dStrategy::kDirect, AvgPool2dStrategy::kNarrow, AvgPool2dStrategy::kAuto}) {
       for (Strides in_layout : kLayouts) {
         for (Strides out_layout : {Strides::kContiguous, in_layout}) {
           const auto result = pool_with<T>(strategy, c.sizes, c.params, in_layout, out_layout);
@@ -517,11 +518,43 @@ TEST(AvgPool2dStrategies, ChannelBlocksGiveThePlaneKernelsBits) {
   }
 }
 
+// The narrow forward (rows of at most 32 values held in registers) pinned at every instruction level: the
+// planes' bits for rows of 1 to 32 values, outputs narrower and wider than a vector (the last one overlapping),
+// padding, ceil_mode, excluded padding, a divisor override, divisors beyond float's exact products (formed per
+// row), 3-D input, the last rows' tables copied (they would pass the tensor's end).
+TEST(AvgPool2dStrategies, NarrowRowsAtEveryLevelGiveThePlaneKernelsBits) {
+  std::vector<StrategyCase> cases = {
+      {{2, 3, 32, 32}, pool_params(2, 2, 0)},
+      {{1, 4, 30, 31}, pool_params(3, 2, 1, true, false)},
+      {{2, 2, 9, 17}, pool_params(5, 1, 2, false, true, 7)},
+      {{1, 2, 6, 32}, pool_params(4, 4, 0)},
+      {{1, 1, 5, 1}, pool_params(1, 1, 0)},
+      {{3, 16, 16}, pool_params(3, 1, 1)},
+      {{2, 3, 8, 25}, pool_params(2, 1, 1, true, true, (int64_t{1} << 25) + 1)},
+      {{1, 2, 40, 20}, pool_params(3, 3, 1, true)}};
+  // Windows 2^25 + 3 rows high (padding included) by 3: a row factor float cannot hold, the divisors formed
+  // exactly per row (Windows::divisor_row) and rounded once.
+  AvgPool2dParams tall = pool_params(3, 1, 1);
+  tall.kernel_size = {(int64_t{1} << 25) + 3, 3};
+  tall.padding = {(int64_t{1} << 24) + 1, 1};
+  cases.push_back({{1, 2, 5, 19}, tall});
+  for (const StrategyCase& c : cases) {
+    const auto reference =
+        pool_with<float>(AvgPool2dStrategy::kPlanes, c.sizes, c.params, Strides::kContiguous, Strides::kContiguous);
+    testing::for_each_simd_level([&] {
+      const auto result =
+          pool_with<float>(AvgPool2dStrategy::kNarrow, c.sizes, c.params, Strides::kContiguous, Strides::kContiguous);
+      ASSERT_TRUE(same_bits(result.first, reference.first)) << "sizes " << format_list(c.sizes);
+    });
+  }
+}
+
 TEST(AvgPool2dStrategies, ThreadCountDoesNotChangeBits) {
   const std::vector<int64_t> sizes{4, 37, 9, 9};
   const AvgPool2dParams p = pool_params(3, 2, 1, true);
   for (AvgPool2dStrategy strategy :
-       {AvgPool2dStrategy::kPlaneTiles, AvgPool2dStrategy::kChannelsLast, AvgPool2dStrategy::kAuto}) {
+       {AvgPool2dStrategy::kPlaneTiles, AvgPool2dStrategy::kChannelsLast, AvgPool2dStrategy::kNarrow,
+        AvgPool2dStrategy::kAuto}) {
     for (Strides layout : {Strides::kContiguous, Strides::kChannelsLast}) {
       testing::expect_same_bits_for_thread_counts({1, 2, 3}, [&] {
         auto [y, gi] = pool_with<float>(strategy, sizes, p, layout, Strides::kContiguous);
