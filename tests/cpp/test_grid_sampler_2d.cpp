@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <tuple>
@@ -723,7 +724,7 @@ TEST(Gather, AdjacentTapsAtEveryLevel) {
     }
     testing::for_each_simd_level([&] {
       std::vector<float> first(static_cast<size_t>(n), 7.0f), second(first);
-      detail::gather_adjacent(src.data(), left.data(), right.data(), n, first.data(), second.data());
+      detail::gather_adjacent(src.data(), left.data(), right.data(), n, 200, first.data(), second.data());
       for (int64_t i = 0; i < n; ++i) {
         const auto k = static_cast<size_t>(i);
         EXPECT_EQ(first[k], left[k] < 0 ? 0.0f : src[static_cast<size_t>(left[k])]) << i;
@@ -731,6 +732,39 @@ TEST(Gather, AdjacentTapsAtEveryLevel) {
       }
     });
   }
+}
+
+// Runs of adjacent pairs read from one window of 32 floats (AVX-512) where their left taps fit it: walking right
+// and left, and the runs that must not take it: spread wider than the window, a window that would start before
+// the array or end past the extent (the array's end: an overrun would read past it, which asan reports).
+TEST(Gather, AdjacentTapsInWindowsAtEveryLevel) {
+  std::vector<float> src(200);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = 0.5f + static_cast<float>(i);
+  const std::vector<std::function<int32_t(int32_t)>> runs = {
+      [](int32_t i) { return 60 + i; },           // a window
+      [](int32_t i) { return 100 - i; },          // walking left
+      [](int32_t i) { return 40 + i + i / 4; },   // with steps, still within 30
+      [](int32_t i) { return 2 + i; },            // the window would start before the array
+      [](int32_t i) { return 180 + i % 3; },      // ... end past the extent
+      [](int32_t i) { return 10 * i; },           // wider than the window
+      [](int32_t i) { return 120 + 2 * i; }};     // 34 apart: just wider
+  std::vector<int32_t> left, right;
+  for (const auto& run : runs) {
+    for (int32_t i = 0; i < 16; ++i) {
+      left.push_back(run(i));
+      right.push_back(run(i) + 1);
+    }
+  }
+  const auto n = static_cast<int64_t>(left.size());
+  testing::for_each_simd_level([&] {
+    std::vector<float> first(left.size(), 7.0f), second(first);
+    detail::gather_adjacent(src.data(), left.data(), right.data(), n, static_cast<int64_t>(src.size()), first.data(),
+                            second.data());
+    for (size_t k = 0; k < left.size(); ++k) {
+      EXPECT_EQ(first[k], src[static_cast<size_t>(left[k])]) << k;
+      EXPECT_EQ(second[k], src[static_cast<size_t>(right[k])]) << k;
+    }
+  });
 }
 
 // The plane strategy at every level (AVX-512 and AVX2 gathers, gather()'s portable loop): the same bits.

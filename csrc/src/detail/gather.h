@@ -14,8 +14,10 @@ void gather(const double* src, const int32_t* index, int64_t n, double* dst);
 
 // first[i] = src[left[i]] and second[i] = src[right[i]] (0 where an index is negative), for taps that are
 // usually horizontal neighbours (right = left + 1): a run of points whose taps all are, both inside, is read
-// as 64-bit pairs (half the loads of two gathers); any other run by two masked gathers. The same values.
-void gather_adjacent(const float* src, const int32_t* left, const int32_t* right, int64_t n, float* first, float* second);
+// from one window of neighbouring floats where they fit it (loads and permutes: src[0, extent) is readable),
+// else as 64-bit pairs (half the loads of two gathers); any other run by two masked gathers. The same values.
+void gather_adjacent(const float* src, const int32_t* left, const int32_t* right, int64_t n, int64_t extent,
+                     float* first, float* second);
 
 // dst[i] = v0 * w[0][i] + v1 * w[1][i] + v2 * w[2][i] + v3 * w[3][i] (in that order), vk = src[index[k][i]]
 // or 0: four taps gathered and weighted together.

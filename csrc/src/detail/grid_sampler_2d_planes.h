@@ -51,6 +51,8 @@ struct PlaneGeometry {
     gathers = index32 && gather_type;
   }
   int64_t at(int32_t y, int32_t x) const { return y * s2 + x * s3; }
+  // Elements from the plane's first to its last, inclusive (a window of them may be loaded whole).
+  int64_t extent() const { return int64_t{H - 1} * s2 + int64_t{W - 1} * s3 + 1; }
   // The int32 index of (y, x), -1 when outside the image (index32 planes); in uint32 arithmetic, so that
   // rows or columns just outside cannot overflow.
   SPATIALGRAD_INLINE int32_t index(int32_t y, int32_t x) const {
@@ -292,8 +294,8 @@ struct PlaneBilinear {
       if (g.gathers) {
         Acc v[4][kBlock];
         if constexpr (std::is_same_v<T, float>) {  // nw, ne and sw, se: horizontal neighbours
-          detail::gather_adjacent(plane, index[0], index[1], count, v[0], v[1]);
-          detail::gather_adjacent(plane, index[2], index[3], count, v[2], v[3]);
+          detail::gather_adjacent(plane, index[0], index[1], count, g.extent(), v[0], v[1]);
+          detail::gather_adjacent(plane, index[2], index[3], count, g.extent(), v[2], v[3]);
         } else {
           for (int k = 0; k < 4; ++k) detail::gather(plane, index[k], count, v[k]);
         }
