@@ -4,7 +4,6 @@
 #include <array>
 #include <atomic>
 #include <climits>
-#include <cstring>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "detail/checks.h"
 #include "detail/convert.h"
 #include "detail/entry.h"
+#include "detail/narrow_rows.h"
 #include "detail/parallel_for.h"
 #include "detail/rows.h"
 #include "detail/simd.h"
@@ -413,28 +413,16 @@ bool narrow_pool_ok(const TensorView& input, const TensorView& output, const Win
          win.w.in <= detail::kLookupValues && !win.direct_width;
 }
 
-// One past the highest element of a view (a row is read as a table of kLookupValues floats where one fits).
-const float* view_end(const TensorView& t) {
-  int64_t last = 0;
-  for (int64_t d = 0; d < t.dim(); ++d) last += std::max<int64_t>(0, (t.size(d) - 1) * t.stride(d));
-  return t.data<float>() + last + 1;
-}
-
 // Output rows [lo, hi) (item = plane * out_h + oh).
 template <class Isa>
 SG_SIMD_KERNEL void narrow_forward_rows(Isa isa, const PlanePlan<float>& plan, const NarrowTaps& taps,
-                                        const float* src_end, float* divisor_buffer, int64_t lo, int64_t hi) {
+                                        detail::RowTables& tables, float* divisor_buffer, int64_t lo, int64_t hi) {
   using V = detail::Vec<float, Isa::kVecBytes>;
   using IV = detail::IndexVecOf<V>;
   constexpr int64_t kStep = detail::kLanesOf<V>, kTable = detail::kLookupValues;
   const Windows& win = *plan.win;
   const int64_t out_w = win.w.out;
-  alignas(64) float sums[kTable] = {}, staged[kTable] = {};
-  auto readable = [&](const float* row) SG_SIMD_INLINE_LAMBDA -> const float* {
-    if (row + kTable <= src_end) return row;
-    std::memcpy(staged, row, static_cast<size_t>(src_end - row) * sizeof(float));
-    return staged;
-  };
+  alignas(64) float sums[kTable] = {};
   // The window sums of output columns [at, at + kStep), divided.
   auto window = [&](int64_t at, float row_factor, const float* divisors, V& out) SG_SIMD_INLINE_LAMBDA {
     V sum{};
@@ -464,27 +452,22 @@ SG_SIMD_KERNEL void narrow_forward_rows(Isa isa, const PlanePlan<float>& plan, c
     for (int64_t c = 0; c < kTable; c += kStep) {
       V sum{}, x;
       for (int64_t r = 0; r < count; ++r)
-        sum = sum + detail::load_u(x, readable(cursor.src + (first + r) * plan.src_h) + c);
+        sum = sum + detail::load_u(x, tables.table(cursor.src + (first + r) * plan.src_h, 0) + c);
       detail::store_u(sums + c, sum);
     }
     const float* divisors = win.divisor_row(oh, divisor_buffer);
     const auto row_factor = static_cast<float>(win.row_factor[oh]);
     float* dst = cursor.dst + oh * plan.dst_h;
     V out;
-    if (out_w < kStep) {  // one vector (its divisors padded: NarrowTaps::kNarrowPad), out_w lanes stored
+    if (out_w < kStep) {  // one vector (its divisors padded: NarrowTaps::kNarrowPad)
       window(0, row_factor, divisors, out);
-      for (int64_t ow = 0; ow < out_w; ++ow) dst[ow] = out[ow];
+      detail::store_first_lanes(dst, out, out_w);
       continue;
     }
-    int64_t ow = 0;
-    for (; ow + kStep <= out_w; ow += kStep) {
-      window(ow, row_factor, divisors, out);
-      detail::store_u(dst + ow, out);
-    }
-    if (ow < out_w) {  // the last vector ends at the row's end, rewriting the values it shares with the one before
-      window(out_w - kStep, row_factor, divisors, out);
-      detail::store_u(dst + out_w - kStep, out);
-    }
+    detail::for_row_vectors<kStep>(out_w, [&](int64_t at) SG_SIMD_INLINE_LAMBDA {
+      window(at, row_factor, divisors, out);
+      detail::store_u(dst + at, out);
+    });
   }
 }
 
@@ -493,12 +476,12 @@ int64_t forward_work_per_row(const Windows& win);  // (the drivers' cost model, 
 void run_narrow(const TensorView& input, const TensorView& output, const Windows& win) {
   const PlanePlan<float> plan(win, input, output);
   const NarrowTaps taps(win);
-  const float* src_end = view_end(input);
   const int64_t grain = grain_for(forward_work_per_row(win));
   parallel_for(0, plan.src_planes.count * win.h.out, grain, [&](int64_t lo, int64_t hi) {
+    detail::RowTables tables(input);
     // The divisors of a row where products are not exact (Windows::divisor_row), padded as the taps.
     std::vector<float> divisors(static_cast<size_t>(taps.width), 1.0f);
-    SG_SIMD_DISPATCH(narrow_forward_rows(isa, plan, taps, src_end, divisors.data(), lo, hi));
+    SG_SIMD_DISPATCH(narrow_forward_rows(isa, plan, taps, tables, divisors.data(), lo, hi));
   });
 }
 

@@ -12,6 +12,7 @@
 #include "detail/checks.h"
 #include "detail/convert.h"
 #include "detail/entry.h"
+#include "detail/narrow_rows.h"
 #include "detail/parallel_for.h"
 #include "detail/rows.h"
 #include "detail/simd.h"
@@ -721,28 +722,14 @@ bool narrow_ok(const TensorView& input, const TensorView& output, Layout layout)
          input.size(3) <= detail::kLookupValues;
 }
 
-// One past the highest element of a view: a row may be read as a whole table of kLookupValues floats where the
-// table ends by then (the values past the row are never selected).
-const float* end_of(const TensorView& t) {
-  int64_t last = 0;
-  for (int64_t d = 0; d < t.dim(); ++d) last += std::max<int64_t>(0, (t.size(d) - 1) * t.stride(d));
-  return t.data<float>() + last + 1;
-}
-
 // Output rows [lo, hi) of the flattened (image, oh) order.
 template <class Isa>
 SG_SIMD_KERNEL void narrow_rows(Isa isa, const detail::LinearAxis<float>& h, const NarrowColumns& cols, int64_t out_w,
-                                const FlatRows& in, const FlatRows& out, const float* x, const float* x_end, float* y,
-                                int64_t lo, int64_t hi) {
+                                const FlatRows& in, const FlatRows& out, const float* x, detail::RowTables& tables,
+                                float* y, int64_t lo, int64_t hi) {
   using V = detail::Vec<float, Isa::kVecBytes>;
   using IV = detail::IndexVecOf<V>;
   constexpr int64_t kStep = detail::kLanesOf<V>;
-  float staged[2][detail::kLookupValues] = {};  // the rows whose table would pass the input's end
-  auto table = [&](const float* row, int which) SG_SIMD_INLINE_LAMBDA -> const float* {
-    if (row + detail::kLookupValues <= x_end) return row;
-    std::memcpy(staged[which], row, static_cast<size_t>(x_end - row) * sizeof(float));
-    return staged[which];
-  };
   auto output_vector = [&](const float* t0, const float* t1, float a0, float a1, int64_t at, V& value)
                            SG_SIMD_INLINE_LAMBDA {
     IV j0, j1;
@@ -770,25 +757,20 @@ SG_SIMD_KERNEL void narrow_rows(Isa isa, const detail::LinearAxis<float>& h, con
       plane = x + in.offset(image);
       out_plane = y + out.offset(image);
     }
-    const float* t0 = table(plane + h.i0[oh] * in.s.h, 0);
-    const float* t1 = table(plane + h.i1[oh] * in.s.h, 1);
+    const float* t0 = tables.table(plane + h.i0[oh] * in.s.h, 0);
+    const float* t1 = tables.table(plane + h.i1[oh] * in.s.h, 1);
     const float a0 = h.l0[oh], a1 = h.l1[oh];
     float* dst = out_plane + oh * out.s.h;
     V value;
-    if (out_w < kStep) {  // one vector, its first out_w lanes stored
+    if (out_w < kStep) {
       output_vector(t0, t1, a0, a1, 0, value);
-      for (int64_t k = 0; k < out_w; ++k) dst[k] = value[k];
+      detail::store_first_lanes(dst, value, out_w);
       continue;
     }
-    int64_t ow = 0;
-    for (; ow + kStep <= out_w; ow += kStep) {
-      output_vector(t0, t1, a0, a1, ow, value);
-      detail::store_u(dst + ow, value);
-    }
-    if (ow < out_w) {  // the last vector ends at the row's end: its first lanes rewrite the same values
-      output_vector(t0, t1, a0, a1, out_w - kStep, value);
-      detail::store_u(dst + out_w - kStep, value);
-    }
+    detail::for_row_vectors<kStep>(out_w, [&](int64_t at) SG_SIMD_INLINE_LAMBDA {
+      output_vector(t0, t1, a0, a1, at, value);
+      detail::store_u(dst + at, value);
+    });
   }
 }
 
@@ -797,10 +779,10 @@ void forward_narrow(const TensorView& input, const TensorView& output, const Tab
   const NarrowColumns cols(tab.w);
   const int64_t items = images_of(output, Layout::kNCHW) * tab.h.out;
   const float* x = input.data<float>();
-  const float* x_end = end_of(input);
   float* y = output.data<float>();
   parallel_for(0, items, grain_for(6 * tab.w.out + 16), [&](int64_t lo, int64_t hi) {
-    SG_SIMD_DISPATCH(narrow_rows(isa, tab.h, cols, tab.w.out, in, out, x, x_end, y, lo, hi));
+    detail::RowTables tables(input);
+    SG_SIMD_DISPATCH(narrow_rows(isa, tab.h, cols, tab.w.out, in, out, x, tables, y, lo, hi));
   });
 }
 
@@ -909,25 +891,18 @@ SG_SIMD_KERNEL void narrow_backward_rows(Isa isa, const detail::LinearAxis<float
         column[ow] = sum;
       }
     } else {
-      int64_t ow = 0;
-      for (; ow + kStep <= out_w; ow += kStep) h_pass(plane, e0, e1, ow);
-      if (ow < out_w) h_pass(plane, e0, e1, out_w - kStep);  // rewrites the values it shares with the one before
+      detail::for_row_vectors<kStep>(out_w, [&](int64_t at) SG_SIMD_INLINE_LAMBDA { h_pass(plane, e0, e1, at); });
     }
     V sum;
     if (in_w < kStep) {
       w_pass(0, sum);
-      for (int64_t ix = 0; ix < in_w; ++ix) dst[ix] = sum[ix];
+      detail::store_first_lanes(dst, sum, in_w);
       continue;
     }
-    int64_t ix = 0;
-    for (; ix + kStep <= in_w; ix += kStep) {
-      w_pass(ix, sum);
-      detail::store_u(dst + ix, sum);
-    }
-    if (ix < in_w) {
-      w_pass(in_w - kStep, sum);
-      detail::store_u(dst + in_w - kStep, sum);
-    }
+    detail::for_row_vectors<kStep>(in_w, [&](int64_t at) SG_SIMD_INLINE_LAMBDA {
+      w_pass(at, sum);
+      detail::store_u(dst + at, sum);
+    });
   }
 }
 
