@@ -547,6 +547,35 @@ TEST(AvgPool2dStrategies, NarrowRowsAtEveryLevelGiveThePlaneKernelsBits) {
       ASSERT_TRUE(same_bits(result.first, reference.first)) << "sizes " << format_list(c.sizes);
     });
   }
+  // A view reversed along H and C (negative strides: its data pointer is not its lowest address, and its last
+  // rows' tables end at the storage's end): the planes' bits on the same logical values.
+  const std::vector<int64_t> sizes{2, 3, 7, 20};
+  const int64_t C = 3, H = 7, W = 20;
+  const AvgPool2dParams p = pool_params(3, 2, 1, true);
+  const std::vector<float> logical = random_values<float>(sizes, 43);
+  std::vector<float> storage(logical.size());
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t w = 0; w < W; ++w)
+          storage[static_cast<size_t>(((n * C + (C - 1 - c)) * H + (H - 1 - h)) * W + w)] =
+              logical[static_cast<size_t>(((n * C + c) * H + h) * W + w)];
+  const TensorView reversed(storage.data() + ((C - 1) * H + (H - 1)) * W, DType::kFloat32, sizes,
+                            {C * H * W, -H * W, -W, 1});
+  std::vector<float> contiguous_storage = logical;
+  const TensorView contiguous(contiguous_storage.data(), DType::kFloat32, sizes);
+  const std::vector<int64_t> out_sizes = avg_pool2d_output_shape(sizes, p);
+  OwnedTensor<float> expected(out_sizes);
+  {
+    const detail::StrategyForTesting planes(AvgPool2dStrategy::kPlanes);
+    avg_pool2d(contiguous, expected.view, p);
+  }
+  const detail::StrategyForTesting narrow(AvgPool2dStrategy::kNarrow);
+  testing::for_each_simd_level([&] {
+    OwnedTensor<float> y(out_sizes, 7.0f);
+    avg_pool2d(reversed, y.view, p);
+    ASSERT_EQ(std::memcmp(y.storage.data(), expected.storage.data(), y.storage.size() * sizeof(float)), 0);
+  });
 }
 
 TEST(AvgPool2dStrategies, ThreadCountDoesNotChangeBits) {
