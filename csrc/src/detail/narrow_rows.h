@@ -1,5 +1,5 @@
-// What the narrow kernels share (upsample_bilinear2d's and avg_pool2d's "narrow" strategies): rows of at most
-// kLookupValues (32) floats read as whole tables by lookup32 (simd.h), and rows of output covered by whole vectors.
+// What the narrow kernels share (the operators' "narrow" strategies): rows of at most kLookupValues (32) floats
+// read as whole tables by lookup32 (simd.h), and rows of output covered by whole vectors.
 #pragma once
 
 #include <algorithm>
