@@ -386,13 +386,12 @@ void forward_rows(const PlanePlan<T>& plan, ForwardScratch<T, WidthSum>& scratch
 // does: the same bits. float32, rows of unit stride, width windows within the input (not direct_width).
 
 // Per tap t < kw and output column o: the input column o*sw - pw + t (0 where outside) and whether it is inside
-// (-1 or 0); the divisors' column factors. Padded with zeros to at least kNarrowPad columns.
+// (-1 or 0); the divisors' column factors. Padded with zeros to at least detail::kNarrowPad columns.
 struct NarrowTaps {
-  static constexpr int64_t kNarrowPad = 64;
   int64_t width = 0;
   std::vector<int32_t> column, inside;
   std::vector<float> col_factor;
-  explicit NarrowTaps(const Windows& win) : width(std::max(win.w.out, kNarrowPad)) {
+  explicit NarrowTaps(const Windows& win) : width(std::max(win.w.out, detail::kNarrowPad)) {
     column.assign(static_cast<size_t>(win.kw * width), 0);
     inside.assign(column.size(), 0);
     col_factor.assign(static_cast<size_t>(width), 1.0f);
@@ -459,7 +458,7 @@ SG_SIMD_KERNEL void narrow_forward_rows(Isa isa, const PlanePlan<float>& plan, c
     const auto row_factor = static_cast<float>(win.row_factor[oh]);
     float* dst = cursor.dst + oh * plan.dst_h;
     V out;
-    if (out_w < kStep) {  // one vector (its divisors padded: NarrowTaps::kNarrowPad)
+    if (out_w < kStep) {  // one vector (its divisors padded: detail::kNarrowPad)
       window(0, row_factor, divisors, out);
       detail::store_first_lanes(dst, out, out_w);
       continue;

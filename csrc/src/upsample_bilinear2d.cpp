@@ -694,13 +694,13 @@ void forward_lanes(const TensorView& input, const TensorView& output, const Tabl
 // the separable passes' operations in their order (the same bits). float32 NCHW, rows of unit stride.
 
 // The W axis as the narrow kernel reads it: per output column, its taps (int32) and weights, padded with tap 0
-// and weight 0 to at least kNarrowPad columns (a vector wider than the row reads the padding, never stores it).
+// and weight 0 to at least detail::kNarrowPad columns (a vector wider than the row reads the padding, never stores
+// it).
 struct NarrowColumns {
-  static constexpr int64_t kNarrowPad = 64;
   std::vector<int32_t> i0, i1;
   std::vector<float> l0, l1;
   explicit NarrowColumns(const detail::LinearAxis<float>& w) {
-    const auto size = static_cast<size_t>(std::max(w.out, kNarrowPad));
+    const auto size = static_cast<size_t>(std::max(w.out, detail::kNarrowPad));
     i0.assign(size, 0);
     i1.assign(size, 0);
     l0.assign(size, 0.0f);
@@ -795,13 +795,13 @@ constexpr int64_t kNarrowColumns = 2 * detail::kLookupValues;
 
 // The W axis's sources as the narrow backward reads them: slot k of input column ix is its k-th source (output
 // column), weight and whether it has one (-1 or 0), for k < slots (the most sources of a column); columns padded
-// to kNarrowPad with no sources.
+// to detail::kNarrowPad with no sources.
 struct NarrowSources {
   int64_t slots = 0;
   std::vector<int32_t> source, has;
   std::vector<float> weight;
   explicit NarrowSources(const detail::LinearAxis<float>& w) {
-    const int64_t width = std::max(w.in, NarrowColumns::kNarrowPad);
+    const int64_t width = std::max(w.in, detail::kNarrowPad);
     slots = w.max_sources;
     source.assign(static_cast<size_t>(slots * width), 0);
     has.assign(source.size(), 0);

@@ -1,6 +1,7 @@
 #include "gather.h"
 
 #include "cpu.h"
+#include "simd.h"
 
 #if defined(SG_SIMD_LEVELS)
 #include <immintrin.h>
@@ -109,27 +110,8 @@ SG_TARGET_GATHER512 void gather4_weighted_avx512(const float* src, const int32_t
 }
 #endif
 
-// A run of 16 adjacent pairs whose left taps are l, read from one window of 32 floats when they fit it (a smooth
-// grid: a flow, a crop): two loads and permutes. The window starts 4 before the lower of the first and last left
-// taps (find_pair_window's slack); every left tap must lie in [start, start + 30] and the window in [0, extent).
-SG_TARGET_GATHER512 inline bool window_pairs_avx512(const float* src, __m512i l, int64_t extent, float* first,
-                                                    float* second) {
-  const int32_t a = _mm_cvtsi128_si32(_mm512_maskz_extracti32x4_epi32(0xf, l, 0));
-  const int32_t b = _mm_cvtsi128_si32(_mm512_maskz_extracti32x4_epi32(0xf, _mm512_maskz_alignr_epi32(0xffff, l, l, 15), 0));
-  const int64_t start = int64_t{a < b ? a : b} - 4;
-  if (start < 0 || start + 32 > extent) return false;
-  const __m512i offset = _mm512_sub_epi32(l, _mm512_set1_epi32(static_cast<int32_t>(start)));
-  const __mmask16 within =
-      _mm512_cmpge_epi32_mask(offset, _mm512_setzero_si512()) & _mm512_cmple_epi32_mask(offset, _mm512_set1_epi32(30));
-  if (within != 0xffff) return false;
-  const __m512 lo = _mm512_loadu_ps(src + start), hi = _mm512_loadu_ps(src + start + 16);
-  _mm512_storeu_ps(first, _mm512_permutex2var_ps(lo, offset, hi));
-  _mm512_storeu_ps(second, _mm512_permutex2var_ps(lo, _mm512_add_epi32(offset, _mm512_set1_epi32(1)), hi));
-  return true;
-}
-
 // gather_adjacent's runs of 16 (AVX-512) points: where every right tap is its left one's neighbour and both are
-// inside, from a window (window_pairs_avx512) or else as 64-bit pairs; any other run by two masked gathers.
+// inside, from a window (find_pair_window, window_pairs) or else as 64-bit pairs; any other run by two masked gathers.
 SG_TARGET_GATHER512 void gather_adjacent_avx512(const float* src, const int32_t* left, const int32_t* right, int64_t n,
                                                 int64_t extent, float* first, float* second) {
   int64_t i = 0;
@@ -148,7 +130,16 @@ SG_TARGET_GATHER512 void gather_adjacent_avx512(const float* src, const int32_t*
       _mm512_storeu_ps(second + i, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), r_in, r, src, 4));
       continue;
     }
-    if (window_pairs_avx512(src, l, extent, first + i, second + i)) continue;
+    // A smooth grid's (a flow, a crop) pairs from one window: find_pair_window and window_pairs of simd.h.
+    int32_t start = 0;
+    Vec<int32_t, 64> offset;
+    if (find_pair_window(Avx512Isa{}, reinterpret_cast<Vec<int32_t, 64>>(l), extent, start, offset)) {
+      Vec<float, 64> a, b;
+      window_pairs_avx512(src + start, offset, a, b);
+      store_u(first + i, a);
+      store_u(second + i, b);
+      continue;
+    }
     const double* at = reinterpret_cast<const double*>(src);
     const __m512 lo = _mm512_castpd_ps(_mm512_mask_i32gather_pd(zero, 0xff, _mm512_maskz_extracti64x4_epi64(0xff, l, 0), at, 4));
     const __m512 hi = _mm512_castpd_ps(_mm512_mask_i32gather_pd(zero, 0xff, _mm512_maskz_extracti64x4_epi64(0xff, l, 1), at, 4));

@@ -11,6 +11,10 @@
 
 namespace spatialgrad::detail {
 
+// The narrow kernels' tables of per-column taps and weights are padded to at least this many columns: a vector
+// at column 0 of a row narrower than a vector reads padding (never stored), and no index passes 64.
+constexpr int64_t kNarrowPad = 64;
+
 // Rows of a float tensor read as tables of kLookupValues floats: a row is its own table where that many floats
 // from it lie within the tensor (the values past the row are never selected), else it is copied into one of two
 // local tables first (the last rows of the tensor).
