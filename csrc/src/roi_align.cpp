@@ -8,6 +8,7 @@
 
 #include "detail/checks.h"
 #include "detail/entry.h"
+#include "detail/lanes.h"
 #include "detail/parallel_for.h"
 #include "detail/roi_align_geometry.h"
 #include "detail/rows.h"
@@ -316,39 +317,43 @@ struct Patch {
   }
 };
 
-// A pixel's lanes: V vectors whose element-wise arithmetic is the scalar IEEE arithmetic, lane by lane.
-template <class Acc>
-using Vec = detail::Vec<Acc, 16>;
-template <class Acc, int V>
+// A pixel's lanes (V * 16 bytes) as vectors of kChunk bytes, whose element-wise arithmetic is the scalar IEEE
+// arithmetic, lane by lane. kChunk is the level's (kChunkBytes): a wide pixel is one register at AVX-512, two
+// at AVX2; the same operations in the same order at every level, so the same bits.
+template <class Acc, int V, int kChunk>
 struct Lanes {
-  Vec<Acc> v[V];
+  static constexpr int kCount = V * 16 / kChunk;
+  static constexpr int64_t kStep = kChunk / static_cast<int64_t>(sizeof(Acc));  // elements per vector
+  detail::Vec<Acc, kChunk> v[kCount];
 };
-static_assert(sizeof(Lanes<float, kWide>) == kLanes<float, kWide> * sizeof(float), "a pixel is kLanes values");
-static_assert(sizeof(Lanes<double, kNarrow>) == kLanes<double, kNarrow> * sizeof(double), "a pixel is kLanes values");
-
-template <class Acc>
-SPATIALGRAD_INLINE Vec<Acc> load_vec(const Acc* p) {
-  Vec<Acc> v;
-  return detail::load_u(v, p);
-}
+// (16 at the baseline: its 32-byte vectors, two SSE registers, made the packed forward 5x as slow as 16-byte
+// ones, measured with GCC 12.)
+template <class IsaT, int V>
+constexpr int kChunkBytes = IsaT::kLevel == detail::SimdLevel::kBaseline ? 16 : std::min(V * 16, IsaT::kVecBytes);
+static_assert(sizeof(Lanes<float, kWide, 64>) == kLanes<float, kWide> * sizeof(float), "a pixel is kLanes values");
+static_assert(sizeof(Lanes<double, kNarrow, 16>) == kLanes<double, kNarrow> * sizeof(double),
+              "a pixel is kLanes values");
 
 // Forward, one sample: acc += ((w1 v1 + w2 v2) + w3 v3) + w4 v4, torchvision's association.
-template <int V, class Acc>
-inline void add_sample(Lanes<Acc, V>& acc, const Acc* p1, const Acc* p2, const Acc* p3, const Acc* p4, Acc w1, Acc w2,
-                       Acc w3, Acc w4) {
-  constexpr int64_t n = kLanes<Acc, 1>;
-  for (int64_t j = 0; j < V; ++j) {
-    acc.v[j] += ((w1 * load_vec(p1 + j * n) + w2 * load_vec(p2 + j * n)) + w3 * load_vec(p3 + j * n)) +
-                w4 * load_vec(p4 + j * n);
+template <class Acc, int V, int C>
+SPATIALGRAD_INLINE void add_sample(Lanes<Acc, V, C>& acc, const Acc* p1, const Acc* p2, const Acc* p3, const Acc* p4,
+                                   Acc w1, Acc w2, Acc w3, Acc w4) {
+  constexpr int64_t n = Lanes<Acc, V, C>::kStep;
+  for (int j = 0; j < Lanes<Acc, V, C>::kCount; ++j) {
+    detail::Vec<Acc, C> v1, v2, v3, v4;
+    detail::load_u(v1, p1 + j * n), detail::load_u(v2, p2 + j * n);
+    detail::load_u(v3, p3 + j * n), detail::load_u(v4, p4 + j * n);
+    acc.v[j] += ((w1 * v1 + w2 * v2) + w3 * v3) + w4 * v4;
   }
 }
 
 // Backward, one corner: p += g * w.
-template <int V, class Acc>
-inline void add_scaled(Acc* p, const Lanes<Acc, V>& g, Acc w) {
-  constexpr int64_t n = kLanes<Acc, 1>;
-  for (int64_t j = 0; j < V; ++j) {
-    detail::store_u(p + j * n, load_vec(p + j * n) + g.v[j] * w);
+template <class Acc, int V, int C>
+SPATIALGRAD_INLINE void add_scaled(Acc* p, const Lanes<Acc, V, C>& g, Acc w) {
+  constexpr int64_t n = Lanes<Acc, V, C>::kStep;
+  for (int j = 0; j < Lanes<Acc, V, C>::kCount; ++j) {
+    detail::Vec<Acc, C> v;
+    detail::store_u(p + j * n, detail::load_u(v, p + j * n) + g.v[j] * w);
   }
 }
 
@@ -371,15 +376,15 @@ void pack_row(const T* in, const Strides4& is, int64_t b, int64_t c0, int64_t nc
                                      r.cols(), scratch, patch.at(y, r.col0));
 }
 
-// The sum of the samples of bin (ph, pw) of ROI k, all lanes at once.
-template <int V, class Acc>
-SPATIALGRAD_INLINE Lanes<Acc, V> bin_sum(const RoiTable<Acc>& table, const Patch<Acc, V>& patch, int64_t k,
-                                         int64_t ph, int64_t pw) {
+// The sum of the samples of bin (ph, pw) of ROI k, all lanes at once, in vectors of C bytes.
+template <int C, int V, class Acc>
+SPATIALGRAD_INLINE Lanes<Acc, V, C> bin_sum(const RoiTable<Acc>& table, const Patch<Acc, V>& patch, int64_t k,
+                                            int64_t ph, int64_t pw) {
   constexpr int64_t L = kLanes<Acc, V>;
   const int64_t col0 = patch.region.col0;
   const int64_t y_begin = table.y_first[k * table.pooled_h + ph], y_end = table.y_first[k * table.pooled_h + ph + 1];
   const int64_t x_begin = table.x_first[k * table.pooled_w + pw], x_end = table.x_first[k * table.pooled_w + pw + 1];
-  Lanes<Acc, V> acc{};
+  Lanes<Acc, V, C> acc{};
   for (int64_t iy = y_begin; iy < y_end; ++iy) {
     const auto& ty = table.y_taps[iy];
     const Acc* row_lo = patch.at(ty.lo, col0);
@@ -394,30 +399,33 @@ SPATIALGRAD_INLINE Lanes<Acc, V> bin_sum(const RoiTable<Acc>& table, const Patch
   return acc;
 }
 
-// ROI k's bins, bin-major with kLanes channels each: the means of their samples.
-template <int V, class Acc>
-void pool_roi(const RoiTable<Acc>& table, const Patch<Acc, V>& patch, int64_t k, Acc* bins) {
+// ROI k's bins, bin-major with kLanes channels each: the means of their samples. A kernel (detail/simd.h):
+// run through SG_SIMD_DISPATCH, its vectors the level's width.
+template <class IsaT, int V, class Acc>
+SG_SIMD_KERNEL void pool_roi(IsaT, const RoiTable<Acc>& table, const Patch<Acc, V>& patch, int64_t k, Acc* bins) {
+  constexpr int C = kChunkBytes<IsaT, V>;
   constexpr int64_t L = kLanes<Acc, V>;
   const Acc count = table.count[k];
   for (int64_t ph = 0; ph < table.pooled_h; ++ph) {
     for (int64_t pw = 0; pw < table.pooled_w; ++pw) {
-      const Lanes<Acc, V> acc = bin_sum(table, patch, k, ph, pw);
+      const Lanes<Acc, V, C> acc = bin_sum<C>(table, patch, k, ph, pw);
       Acc* means = bins + (ph * table.pooled_w + pw) * L;
-      for (int64_t j = 0; j < V; ++j)
-        detail::store_u(means + j * kLanes<Acc, 1>, acc.v[j] / count);  // torchvision's output_val /= count
+      for (int j = 0; j < Lanes<Acc, V, C>::kCount; ++j)
+        detail::store_u(means + j * Lanes<Acc, V, C>::kStep, acc.v[j] / count);  // torchvision's output_val /= count
     }
   }
 }
 
-// Written channel by channel: contiguous for a contiguous output.
-template <int V, class T, class Acc>
-void store_roi(const Acc* bins, int64_t ph_count, int64_t pw_count, int64_t nc, T* out_roi, const Strides4& os) {
-  for (int64_t c = 0; c < nc; ++c) {
-    for (int64_t ph = 0; ph < ph_count; ++ph) {
-      for (int64_t pw = 0; pw < pw_count; ++pw)
-        out_roi[c * os.s1 + ph * os.s2 + pw * os.s3] = store_as<T>(bins[(ph * pw_count + pw) * kLanes<Acc, V> + c]);
-    }
-  }
+// Written channel by channel through detail::scatter_lanes (vector transposes; scalar copies took 40% of the
+// bench shape's forward, 25 MB of output: measured). `scratch` holds ph_count * pw_count * kLanes values.
+template <int V, class T>
+void store_roi(const T* bins, int64_t ph_count, int64_t pw_count, int64_t nc, T* out_roi, const Strides4& os,
+               T* scratch) {
+  constexpr int64_t L = kLanes<T, V>;
+  if (os.s2 == pw_count * os.s3) return detail::scatter_lanes(bins, ph_count * pw_count, nc, L, out_roi, os.s1, os.s3,
+                                                             scratch);
+  for (int64_t ph = 0; ph < ph_count; ++ph)
+    detail::scatter_lanes(bins + ph * pw_count * L, pw_count, nc, L, out_roi + ph * os.s2, os.s1, os.s3, scratch);
 }
 
 // The patches the forward packs in one step: several blocks' when they are small, so that the threads meet at
@@ -452,12 +460,12 @@ void packed_forward_step(const TensorView& input, const TensorView& output, cons
   const int64_t items = rois * count;
   parallel_for(0, items, grain_for(work / static_cast<double>(std::max<int64_t>(rois, 1)), kMinWorkPerRoiTask),
                [&](int64_t lo, int64_t hi) {
-                 std::vector<T> bins(static_cast<size_t>(table.pooled_h * table.pooled_w * L));
+                 std::vector<T> bins(static_cast<size_t>(table.pooled_h * table.pooled_w * L)), scratch(bins.size());
                  for (int64_t i = lo; i < hi; ++i) {
                    const int64_t k = table.order[first + i % rois], j = i / rois;
-                   pool_roi(table, patch(j), k, bins.data());
+                   SG_SIMD_DISPATCH(pool_roi(isa, table, patch(j), k, bins.data()));
                    store_roi<V>(bins.data(), table.pooled_h, table.pooled_w, channels_of(j),
-                             output.data<T>() + k * os.s0 + (block0 + j) * L * os.s1, os);
+                             output.data<T>() + k * os.s0 + (block0 + j) * L * os.s1, os, scratch.data());
                  }
                });
 }
@@ -475,15 +483,17 @@ void packed_forward_private(const TensorView& input, const TensorView& output, c
   const int64_t items = input.size(0) * blocks;
   parallel_for(0, items, grain_for(work / static_cast<double>(items), kMinWorkPerRoiTask), [&](int64_t lo, int64_t hi) {
     Scratch<T> values(largest * L);
-    std::vector<T> scratch(static_cast<size_t>(std::max<int64_t>(input.size(3), 1) * L)), bins(PH * PW * L);
+    // scratch: a row's transpose (pack_row) or a ROI's (store_roi)
+    std::vector<T> scratch(static_cast<size_t>(std::max<int64_t>({input.size(3), PH * PW, 1}) * L)), bins(PH * PW * L);
     for (int64_t item = lo; item < hi; ++item) {
       const int64_t b = item / blocks, c0 = (item % blocks) * L, nc = std::min(L, input.size(1) - c0);
       const Patch<T, V> patch{table.region[static_cast<size_t>(b)], values.data()};
       for (int64_t y = patch.region.row0; y < patch.region.row0 + patch.region.rows(); ++y)
         pack_row(input.data<T>(), is, b, c0, nc, y, patch, scratch.data());
       for (int64_t r = table.image_first[b]; r < table.image_first[b + 1]; ++r) {
-        pool_roi(table, patch, table.order[r], bins.data());
-        store_roi<V>(bins.data(), PH, PW, nc, output.data<T>() + table.order[r] * os.s0 + c0 * os.s1, os);
+        SG_SIMD_DISPATCH(pool_roi(isa, table, patch, table.order[r], bins.data()));
+        store_roi<V>(bins.data(), PH, PW, nc, output.data<T>() + table.order[r] * os.s0 + c0 * os.s1, os,
+                     scratch.data());
       }
     }
   });
@@ -595,7 +605,7 @@ SPATIALGRAD_INLINE void scatter_bin(const RoiTable<Acc>& table, const RowBand& b
 
 // ROI k's contributions to `band`, bin by bin (ph, pw): the order of every element's sum whatever the band.
 template <bool kWholeRoi, class Acc, class Sink>
-void scatter_roi_bins(const RoiTable<Acc>& table, const RowBand& band, int64_t k, Sink& sink) {
+SPATIALGRAD_INLINE void scatter_roi_bins(const RoiTable<Acc>& table, const RowBand& band, int64_t k, Sink& sink) {
   const Acc inv_count = Acc(1) / table.count[k];
   for (int64_t ph = 0; ph < table.pooled_h; ++ph) {
     const int64_t y_first = table.y_first[k * table.pooled_h + ph];
@@ -609,7 +619,7 @@ void scatter_roi_bins(const RoiTable<Acc>& table, const RowBand& band, int64_t k
 }
 
 template <class Acc, class Sink>
-void scatter_roi(const RoiTable<Acc>& table, const RowBand& band, int64_t k, Sink& sink) {
+SPATIALGRAD_INLINE void scatter_roi(const RoiTable<Acc>& table, const RowBand& band, int64_t k, Sink& sink) {
   const RoiRegion& rows = table.roi_region[static_cast<size_t>(k)];
   if (band.row0 <= rows.row0 && rows.row1 <= band.row1) return scatter_roi_bins<true>(table, band, k, sink);
   scatter_roi_bins<false>(table, band, k, sink);
@@ -634,15 +644,16 @@ struct PlaneSink {
   }
 };
 
-// The packed sink: a band's patch, kLanes channels of grad_output's ROI bin-major in `bins`. (Plain values,
-// not a reference to the patch: the compiler then keeps them in registers across the stores.)
-template <class Acc, int V>
+// The packed sink: a band's patch, kLanes channels of grad_output's ROI bin-major in `bins`, in vectors of C
+// bytes. (Plain values, not a reference to the patch: the compiler then keeps them in registers across the
+// stores.)
+template <class Acc, int V, int C>
 struct PatchSink {
   Acc* values;
   int64_t row0, col0, cols;
   const Acc* bins;
   int64_t pw_count;
-  Lanes<Acc, V> g;
+  Lanes<Acc, V, C> g;
   PatchSink(const Patch<Acc, V>& patch, const Acc* bins, int64_t pw_count)
       : values(patch.values),
         row0(patch.region.row0),
@@ -656,6 +667,14 @@ struct PatchSink {
   int64_t column(int64_t x) const { return (x - col0) * kLanes<Acc, V>; }
   void add(Acc* p, Acc w) const { add_scaled(p, g, w); }
 };
+
+// ROI k's contributions to a band's patch: a kernel (detail/simd.h), its vectors the level's width.
+template <class IsaT, class Acc, int V>
+SG_SIMD_KERNEL void scatter_roi_to_patch(IsaT, const RoiTable<Acc>& table, const RowBand& band, int64_t k,
+                                         const Patch<Acc, V>& patch, const Acc* bins, int64_t pw_count) {
+  PatchSink<Acc, V, kChunkBytes<IsaT, V>> sink(patch, bins, pw_count);
+  scatter_roi(table, band, k, sink);
+}
 
 // How a backward cuts an image's planes: `bands` bands of `rows` rows.
 struct BandSplit {
@@ -801,14 +820,13 @@ void packed_backward(const TensorView& grad_output, const TensorView& grad_input
       const RowBand band = split.band(item % split.bands, height);
       const Patch<T, V> patch{band_region(table.region[static_cast<size_t>(b)], band), values.data()};
       std::fill(values.data(), values.data() + patch.region.rows() * patch.region.cols() * L, T(0));
-      PatchSink<T, V> sink(patch, bins.data(), PW);
       const T* go = grad_output.data<T>() + c0 * gs.s1;
       for (int64_t r = table.image_first[b]; r < table.image_first[b + 1]; ++r) {
         const int64_t k = table.order[r];
         if (!band.meets(table.roi_region[static_cast<size_t>(k)])) continue;
         if (r + 1 < table.image_first[b + 1]) prefetch_block(go + table.order[r + 1] * gs.s0, nc, gs.s1, g_span);
         load_grad_bins<V>(go + k * gs.s0, gs, PH, PW, nc, bins.data());
-        scatter_roi(table, band, k, sink);
+        SG_SIMD_DISPATCH(scatter_roi_to_patch(isa, table, band, k, patch, bins.data(), PW));
       }
       write_block(patch, band, grad_input.data<T>(), is, b, c0, nc, width, scratch.data());
     }

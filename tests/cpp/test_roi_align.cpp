@@ -374,6 +374,14 @@ TEST(RoiAlign, StridedInputsAndOutputs) {
     EXPECT_EQ(wide[static_cast<size_t>(2 * i)], y[i]);
     EXPECT_EQ(wide[static_cast<size_t>(2 * i + 1)], -7.0);
   }
+  // Output rows of bins padded (bins not one run per channel: the packed forward stores row by row).
+  std::vector<double> gapped(static_cast<size_t>(4 * 5 * 3 * 3), -7.0);
+  TensorView y_gapped(gapped.data(), DType::kFloat64, {4, 5, 3, 2}, {5 * 3 * 3, 3 * 3, 3, 1});
+  roi_align(x.view, boxes_view, y_gapped, p);
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    EXPECT_EQ(gapped[static_cast<size_t>(i / 2 * 3 + i % 2)], y[i]);
+    EXPECT_EQ(gapped[static_cast<size_t>(i / 2 * 3 + 2)], -7.0);
+  }
   auto g = random_tensor<double>({4, 5, 3, 2}, 9);
   auto gf = testing::flipped_copy(g, 2);
   OwnedTensor<double> gi({2, 5, 9, 10}), gi2({2, 5, 9, 10});

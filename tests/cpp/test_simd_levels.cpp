@@ -243,14 +243,18 @@ std::vector<uint8_t> align_rois(int64_t C, int64_t sampling_ratio) {
   return bytes_of<T>({&y, &gi});
 }
 
+// Each kernel family pinned in turn (the packed ones run in the level's vectors), and the cost model's choice.
 TEST(SimdLevels, RoiAlign) {
-  for (int64_t C : {1, 3, 17})
-    for (int64_t ratio : {0, 2}) {
-      SCOPED_TRACE(::testing::Message() << "channels " << C << " sampling " << ratio);
-      testing::expect_same_bits_at_each_level([&] { return align_rois<float>(C, ratio); });
-      testing::expect_same_bits_at_each_level([&] { return align_rois<double>(C, ratio); });
-      testing::expect_same_bits_at_each_level([&] { return align_rois<Half>(C, ratio); });
-    }
+  for (const char* strategy : {"auto", "direct", "packed", "packed_narrow"}) {
+    const detail::StrategyForTesting pinned("roi_align", strategy);
+    for (int64_t C : {1, 3, 17, 40})
+      for (int64_t ratio : {0, 2}) {
+        SCOPED_TRACE(::testing::Message() << strategy << ", channels " << C << " sampling " << ratio);
+        testing::expect_same_bits_at_each_level([&] { return align_rois<float>(C, ratio); });
+        testing::expect_same_bits_at_each_level([&] { return align_rois<double>(C, ratio); });
+        testing::expect_same_bits_at_each_level([&] { return align_rois<Half>(C, ratio); });
+      }
+  }
 }
 
 // ---- ms_deform_attn --------------------------------------------------------------------------------------------
