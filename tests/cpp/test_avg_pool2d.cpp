@@ -531,13 +531,23 @@ TEST(AvgPool2dStrategies, NarrowRowsAtEveryLevelGiveThePlaneKernelsBits) {
       {{1, 1, 5, 1}, pool_params(1, 1, 0)},
       {{3, 16, 16}, pool_params(3, 1, 1)},
       {{2, 3, 8, 25}, pool_params(2, 1, 1, true, true, (int64_t{1} << 25) + 1)},
-      {{1, 2, 40, 20}, pool_params(3, 3, 1, true)}};
+      {{1, 2, 40, 20}, pool_params(3, 3, 1, true)},
+      // Rows wider than a table under stride-2 windows (narrow_wide_forward_rows): one vector past a table, ceil
+      // tails, excluded padding, a divisor override, one-column windows, the widest rows it takes.
+      {{2, 3, 56, 56}, pool_params(2, 2, 0)},
+      {{1, 2, 7, 33}, pool_params(2, 2, 1, true)},
+      {{1, 4, 45, 113}, pool_params(3, 2, 1, true, false)},
+      {{1, 2, 9, 256}, pool_params(5, 2, 2, false, true, 7)},
+      {{1, 1, 3, 40}, pool_params(1, 2, 0)},
+      {{3, 9, 250}, pool_params(4, 2, 2, true, false)}};
   // Windows 2^25 + 3 rows high (padding included) by 3: a row factor float cannot hold, the divisors formed
   // exactly per row (Windows::divisor_row) and rounded once.
   AvgPool2dParams tall = pool_params(3, 1, 1);
   tall.kernel_size = {(int64_t{1} << 25) + 3, 3};
   tall.padding = {(int64_t{1} << 24) + 1, 1};
   cases.push_back({{1, 2, 5, 19}, tall});
+  tall.stride = {1, 2};
+  cases.push_back({{1, 2, 5, 70}, tall});
   for (const StrategyCase& c : cases) {
     const auto reference =
         pool_with<float>(AvgPool2dStrategy::kPlanes, c.sizes, c.params, Strides::kContiguous, Strides::kContiguous);
@@ -547,10 +557,14 @@ TEST(AvgPool2dStrategies, NarrowRowsAtEveryLevelGiveThePlaneKernelsBits) {
       ASSERT_TRUE(same_bits(result.first, reference.first)) << "sizes " << format_list(c.sizes);
     });
   }
-  // A view reversed along H and C (negative strides: its data pointer is not its lowest address, and its last
-  // rows' tables end at the storage's end): the planes' bits on the same logical values.
-  const std::vector<int64_t> sizes{2, 3, 7, 20};
-  const int64_t C = 3, H = 7, W = 20;
+}
+
+// A view reversed along H and C (negative strides: its data pointer is not its lowest address, and its last
+// rows' tables end at the storage's end): the planes' bits on the same logical values, for rows of a table and
+// wider ones.
+void expect_narrow_on_reversed_view(int64_t W) {
+  const std::vector<int64_t> sizes{2, 3, 7, W};
+  const int64_t C = 3, H = 7;
   const AvgPool2dParams p = pool_params(3, 2, 1, true);
   const std::vector<float> logical = random_values<float>(sizes, 43);
   std::vector<float> storage(logical.size());
@@ -576,6 +590,13 @@ TEST(AvgPool2dStrategies, NarrowRowsAtEveryLevelGiveThePlaneKernelsBits) {
     avg_pool2d(reversed, y.view, p);
     ASSERT_EQ(std::memcmp(y.storage.data(), expected.storage.data(), y.storage.size() * sizeof(float)), 0);
   });
+}
+
+TEST(AvgPool2dStrategies, NarrowOnAReversedViewGivesThePlanesBits) {
+  for (int64_t W : {20, 100}) {
+    SCOPED_TRACE(::testing::Message() << "width " << W);
+    expect_narrow_on_reversed_view(W);
+  }
 }
 
 TEST(AvgPool2dStrategies, ThreadCountDoesNotChangeBits) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "simd.h"
 #include "spatialgrad/tensor.h"
@@ -15,26 +16,29 @@ namespace spatialgrad::detail {
 // at column 0 of a row narrower than a vector reads padding (never stored), and no index passes 64.
 constexpr int64_t kNarrowPad = 64;
 
-// Rows of a float tensor read as tables of kLookupValues floats: a row is its own table where that many floats
-// from it lie within the tensor (the values past the row are never selected), else it is copied into one of two
-// local tables first (the last rows of the tensor).
+// Rows of a float tensor read as tables of `values` floats (kLookupValues unless said): a row is its own table
+// where that many floats from it lie within the tensor (the values past the row are never selected), else it is
+// copied into one of two local tables first (the last rows of the tensor). Allocates: build it outside kernels.
 class RowTables {
  public:
-  explicit RowTables(const TensorView& t) {
+  explicit RowTables(const TensorView& t, int64_t values = kLookupValues)
+      : values_(values), staged_(static_cast<size_t>(2 * values), 0.0f) {
     int64_t last = 0;  // the offset of the highest element
     for (int64_t d = 0; d < t.dim(); ++d) last += std::max<int64_t>(0, (t.size(d) - 1) * t.stride(d));
     end_ = t.data<float>() + last + 1;
   }
   // The table of `row` (which: 0 or 1, the local table it may take).
   SPATIALGRAD_INLINE const float* table(const float* row, int which) {
-    if (row + kLookupValues <= end_) return row;
-    std::memcpy(staged_[which], row, static_cast<size_t>(end_ - row) * sizeof(float));
-    return staged_[which];
+    if (row + values_ <= end_) return row;
+    float* staged = staged_.data() + which * values_;
+    std::memcpy(staged, row, static_cast<size_t>(end_ - row) * sizeof(float));
+    return staged;
   }
 
  private:
+  int64_t values_;
   const float* end_ = nullptr;
-  float staged_[2][kLookupValues] = {};
+  std::vector<float> staged_;
 };
 
 // Calls vector(at) for the vectors of kStep values that cover [0, n), n >= kStep: at = 0, kStep, ... and, where
