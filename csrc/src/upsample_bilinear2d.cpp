@@ -1257,6 +1257,11 @@ using detail::UpsampleBilinear2dStrategy;
 // is then done for almost every output row): at >= 2/3 input rows read per output row. Measured crossover:
 // 224 -> 299 (0.75 rows per output row) direct 2.9 ms vs lanes 4.2 ms; 100 -> 170 (0.59) 0.67 vs 0.50 ms.
 constexpr double kDirectRowsPerOutputRow = 2.0 / 3.0;
+// From half an input row per output row where the output is worth streaming but the lanes cannot stream its rows
+// (streams_rows): their stores then go through the caches. Measured, 2 threads, core calls, lanes vs direct:
+// (4,3,600,800) -> 1000x1333 4.1-5.1 vs 3.3 ms, -> 1200x1601 5.3-6.7 vs 4.7-4.8, (8,3,300,400) -> 520x700 1.75-2.73
+// vs 1.75-1.78; at 0.4 rows, -> 1500x2001, 7.5-7.9 vs 7.4-7.5 (left to the lanes).
+constexpr double kDirectRowsPerOutputRowUnstreamed = 0.5;
 // NHWC rows of at least this many channels are vectors already: the direct forward and the channel-vector
 // backward need no transposes (C = 64: direct 2.8 ms vs lanes 7.9 ms forward; C = 3: lanes 0.45 vs 0.65 ms
 // upsampling x2).
@@ -1299,8 +1304,9 @@ UpsampleBilinear2dStrategy forward_path(const TensorView& input, const TensorVie
         // output rows per input row ((4,64,64,21) -> 256^2: rows 1.5 ms vs direct 4.3 ms; at x2 direct is as
         // fast or faster: (2,32,32,256) -> 64^2 0.50 vs 0.76 ms).
         if (many_channels && 2 * read < out_h) return UpsampleBilinear2dStrategy::kRows;
-        if (direct_ok && (many_channels || read >= kDirectRowsPerOutputRow * out_h))
-          return UpsampleBilinear2dStrategy::kDirect;
+        const bool unstreamed = worth_streaming(output) && !streams_rows(output, tab.w.out);
+        const double direct_from = unstreamed ? kDirectRowsPerOutputRowUnstreamed : kDirectRowsPerOutputRow;
+        if (direct_ok && (many_channels || read >= direct_from * out_h)) return UpsampleBilinear2dStrategy::kDirect;
         return many_channels ? UpsampleBilinear2dStrategy::kRows : UpsampleBilinear2dStrategy::kLanes;
       });
 }

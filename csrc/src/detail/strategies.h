@@ -49,7 +49,8 @@
       "separable passes over 8 planes (or channels) as lanes: NCHW backward, and few channels") \
   X(kDirect, "direct", \
       "each output from its four inputs, no intermediate rows: float32 NCHW or NHWC forward reading >= " \
-      "2/3 input rows per output row, or NHWC from 8 channels") \
+      "2/3 input rows per output row (1/2 for outputs beyond the caches whose rows the lanes cannot " \
+      "stream), or NHWC from 8 channels") \
   X(kRows, "rows", \
       "NHWC rows as channel vectors, each W-interpolated input row reused: from 8 channels, upsampling " \
       "more than 2x in H (forward) or always (backward)") \
