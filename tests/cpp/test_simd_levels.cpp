@@ -288,7 +288,7 @@ std::vector<uint8_t> deform(int64_t heads, int64_t channels, int64_t queries) {
 
 TEST(SimdLevels, MsDeformAttn) {
   for (int64_t heads : {1, 2})
-    for (int64_t channels : {5, 16}) {
+    for (int64_t channels : {5, 8, 16, 32, 64}) {
       SCOPED_TRACE(::testing::Message() << "heads " << heads << " channels " << channels);
       testing::expect_same_bits_at_each_level([&] { return deform<float>(heads, channels, 9); });
       testing::expect_same_bits_at_each_level([&] { return deform<double>(heads, channels, 9); });
