@@ -49,6 +49,14 @@ struct PointInputs {
   const T* channel(int64_t c) const { return plane + c * channel_step; }
 };
 
+// Smooth grids (flows, crops, resizes) walk the planes' rows, and a gather does not lead the hardware prefetchers:
+// each vector would wait for the new lines it reads. The forwards request the row this far ahead of lane 0's pixel
+// (where the vectors a few steps later read; at random points a wasted request). 2 threads, core calls, nearest
+// flow (4,3,512,512) reflection align_corners 2.6-3.0 -> 2.0-2.5 ms (256 bytes ahead 2.4-2.6, 2048 1.6 but (4,3,
+// 512,384) rows slower), (2,3,1024,1024) 6.3 -> 4.3 ms; uniform grids unchanged.
+template <class T>
+constexpr int64_t kRowAheadValues = 1024 / static_cast<int64_t>(sizeof(T));
+
 // Loads up to a vector of values from p (lanes < the vector's: the rest filled with `fill`).
 template <class V, class Acc>
 SPATIALGRAD_INLINE void load_lanes(const Acc* p, int64_t lanes, Acc fill, V& v) {
@@ -271,9 +279,18 @@ SG_SIMD_KERNEL void bilinear_vectors_forward(Isa isa, PointCoordinates<T> at, in
         store_u(upper, p.index[0]);
         store_u(lower, p.index[2]);
       }
+      // Else the rows ahead of lane 0's corners (kRowAheadValues).
+      [[maybe_unused]] int64_t upper_ahead = 0, lower_ahead = 0;
+      if constexpr (!decltype(prefetch)::value) {
+        upper_ahead = std::max<int64_t>(p.index[0][0], 0) + kRowAheadValues<T>;
+        lower_ahead = std::max<int64_t>(p.index[2][0], 0) + kRowAheadValues<T>;
+      }
       for (int64_t c = 0; c < in.channels; ++c) {
         if constexpr (decltype(prefetch)::value) {
           if (c + kPrefetchChannels < in.channels) p.prefetch_corners(in.channel(c + kPrefetchChannels), upper, lower);
+        } else {
+          detail::prefetch(in.channel(c) + upper_ahead);
+          detail::prefetch(in.channel(c) + lower_ahead);
         }
         V v[4];
         p.corners(isa, in.channel(c), v);
@@ -409,6 +426,7 @@ SG_SIMD_KERNEL void nearest_vectors_forward(Isa isa, PointCoordinates<T> at, int
         nearbyint_lanes(isa, V((y + 1) * at.scale_y - at.shift), yr);
         IV index;
         box_index(isa, xr, yr, box, index);
+        prefetch(in.plane + std::max<int64_t>(index[0], 0) + kRowAheadValues<T>);
         V v;
         masked_gather(isa, in.plane, index, v);
         store_u(out.plane + out.offset[0] + i, v);
@@ -437,7 +455,10 @@ SG_SIMD_KERNEL void nearest_vectors_forward(Isa isa, PointCoordinates<T> at, int
       lanes_inside(yi, g.H, y_in);
       pixel_index(yi, xi, g, IV(x_in & y_in), index);
     }
+    // The rows ahead (kRowAheadValues).
+    const int64_t ahead = std::max<int64_t>(index[0], 0) + kRowAheadValues<T>;
     for (int64_t c = 0; c < in.channels; ++c) {
+      prefetch(in.channel(c) + ahead);
       V v;
       masked_gather(isa, in.channel(c), index, v);
       out.store(c, i, lanes, v);
