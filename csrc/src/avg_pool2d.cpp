@@ -408,14 +408,23 @@ struct NarrowTaps {
 };
 
 // Rows wider than a table: windows of stride 2 (the 16 lanes' columns of one tap lie within 32 values) on rows of
-// at most 256 values. Core calls, 2 threads, planes vs narrow: (16,16,56,56) k2 s2 0.097 vs 0.067 ms,
-// (8,64,112,112) k3 s2 p1 1.36 vs 0.72-0.81, (2,16,256,256) k2 s2 0.134 vs 0.118; but (8,3,512,512) k3 s2 p1 0.87
-// vs 1.41 and (1,1,2048,2048) k2 s2 0.24 vs 0.30, and at stride 1, where the lookups replace plain loads,
+// at most 256 values, or 512 where the rows are prefetched (below). Core calls, 2 threads, planes vs narrow:
+// (16,16,56,56) k2 s2 0.11 vs 0.067 ms, (8,64,112,112) k3 s2 p1 1.5 vs 0.66-0.71, (2,16,256,256) k2 s2 0.134 vs
+// 0.118, (8,3,512,512) k3 s2 p1 0.86-1.03 vs 0.51-0.62 (1.5-1.7 without the prefetches); but a cached 512-value
+// (2,3,512,512) 0.106 vs 0.12-0.13; past 512 values the rows' prefetches outgrow L1 ((1,1,10000,10000) k2 s2
+// 11-13 vs 18 ms, (1,3,4000,4000) k3 s2 p1 6.8 vs 9.9); and at stride 1, where the lookups replace plain loads,
 // (4,3,600,800) k5 s1 p2 1.86 vs 3.04, (8,64,64,64) k3 s1 p1 0.49 vs 0.52.
-constexpr int64_t kNarrowWideStride = 2, kNarrowWideMaxWidth = 256;
+constexpr int64_t kNarrowWideStride = 2, kNarrowWideMaxWidth = 256, kNarrowWidePrefetchedWidth = 512;
+// Inputs at least this large (about half the L3 cache here) are not cached from call to call: the wide kernel
+// requests each output row's new input rows one output row ahead, which the hardware prefetchers do not do in
+// time for three rows read at once ((8,3,512,512) k3 s2 p1, a 25 MB input: 1.5 -> 0.6 ms; a cached 6 MB input,
+// (2,3,512,512), 0.12 -> 0.13 with them: left without).
+constexpr double kNarrowPrefetchBytes = 16.0 * (1 << 20);
 
 bool narrow_pool_ok(const TensorView& input, const TensorView& output, const Windows& win) {
-  const bool wide_ok = win.sw == kNarrowWideStride && win.w.in <= kNarrowWideMaxWidth;
+  const bool prefetched = static_cast<double>(input.numel()) * sizeof(float) >= kNarrowPrefetchBytes;
+  const bool wide_ok =
+      win.sw == kNarrowWideStride && win.w.in <= (prefetched ? kNarrowWidePrefetchedWidth : kNarrowWideMaxWidth);
   return input.dtype() == DType::kFloat32 && input.stride(-1) == 1 && output.stride(-1) == 1 && !win.direct_width &&
          (win.w.in <= detail::kLookupValues || wide_ok);
 }
@@ -428,7 +437,7 @@ bool narrow_pool_ok(const TensorView& input, const TensorView& output, const Win
 template <class Isa>
 SG_SIMD_KERNEL void narrow_wide_forward_rows(Isa isa, const PlanePlan<float>& plan, const NarrowTaps& taps,
                                              detail::RowTables& tables, float* sums, float* divisor_buffer,
-                                             int64_t lo, int64_t hi) {
+                                             bool prefetch_rows, int64_t lo, int64_t hi) {
   using V = detail::Vec<float, Isa::kVecBytes>;
   using IV = detail::IndexVecOf<V>;
   constexpr int64_t kStep = detail::kLanesOf<V>;
@@ -457,6 +466,10 @@ SG_SIMD_KERNEL void narrow_wide_forward_rows(Isa isa, const PlanePlan<float>& pl
     cursor.move_to(item);
     const int64_t oh = cursor.row;
     const int64_t first = win.h.start[oh], count = win.h.end[oh] - first;
+    if (prefetch_rows && oh + 1 < win.h.out) {  // the next output row's new input rows
+      for (int64_t r = std::max(first + count, win.h.start[oh + 1]); r < win.h.end[oh + 1]; ++r)
+        detail::prefetch_bytes(cursor.src + r * plan.src_h, in_w * int64_t{sizeof(float)});
+    }
     for (int64_t c = 0; c < rounded; c += kStep) {
       V sum{}, x;
       for (int64_t r = 0; r < count; ++r)
@@ -545,6 +558,7 @@ void run_narrow(const TensorView& input, const TensorView& output, const Windows
   const NarrowTaps taps(win);
   const int64_t grain = grain_for(forward_work_per_row(win));
   const bool wide = win.w.in > detail::kLookupValues;
+  const bool prefetch_rows = static_cast<double>(input.numel()) * sizeof(float) >= kNarrowPrefetchBytes;
   const int64_t rounded = (win.w.in + 15) / 16 * 16;  // (the AVX-512 vector, the only level it pays at)
   parallel_for(0, plan.src_planes.count * win.h.out, grain, [&](int64_t lo, int64_t hi) {
     // The divisors of a row where products are not exact (Windows::divisor_row), padded as the taps.
@@ -555,7 +569,8 @@ void run_narrow(const TensorView& input, const TensorView& output, const Windows
     }
     detail::RowTables tables(input, rounded);
     std::vector<float> sums(static_cast<size_t>(win.pw + rounded + 2 * detail::kNarrowPad), 0.0f);
-    SG_SIMD_DISPATCH(narrow_wide_forward_rows(isa, plan, taps, tables, sums.data(), divisors.data(), lo, hi));
+    SG_SIMD_DISPATCH(
+        narrow_wide_forward_rows(isa, plan, taps, tables, sums.data(), divisors.data(), prefetch_rows, lo, hi));
   });
 }
 

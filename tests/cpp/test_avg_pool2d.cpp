@@ -539,7 +539,9 @@ TEST(AvgPool2dStrategies, NarrowRowsAtEveryLevelGiveThePlaneKernelsBits) {
       {{1, 4, 45, 113}, pool_params(3, 2, 1, true, false)},
       {{1, 2, 9, 256}, pool_params(5, 2, 2, false, true, 7)},
       {{1, 1, 3, 40}, pool_params(1, 2, 0)},
-      {{3, 9, 250}, pool_params(4, 2, 2, true, false)}};
+      {{3, 9, 250}, pool_params(4, 2, 2, true, false)},
+      // 16 MiB of input: rows of up to 512 values, each output row's next input rows prefetched.
+      {{4, 8, 440, 300}, pool_params(3, 2, 1, true)}};
   // Windows 2^25 + 3 rows high (padding included) by 3: a row factor float cannot hold, the divisors formed
   // exactly per row (Windows::divisor_row) and rounded once.
   AvgPool2dParams tall = pool_params(3, 1, 1);

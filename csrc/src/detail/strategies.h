@@ -18,9 +18,9 @@
       "small calls, on one thread, straight from the window tables: planes <= 32 a side and estimated " \
       "work <= 1024") \
   X(kNarrow, "narrow", \
-      "the forward of float32 rows of at most 32 values, or of at most 256 under stride-2 windows (unit " \
-      "stride, windows within the input) at AVX-512: window sums by permutes of the row sums held in " \
-      "registers")
+      "the forward of float32 rows of at most 32 values, or under stride-2 windows of at most 256 (512 " \
+      "for inputs of 16 MiB or more) (unit stride, windows within the input) at AVX-512: window sums by " \
+      "permutes of the row sums held in registers")
 #define SG_GRID_SAMPLER_2D_STRATEGIES(X) \
   X(kTiles, "tiles", \
       "the input packed into lane-interleaved channel tiles: channels fill half a tile (all of it for " \
