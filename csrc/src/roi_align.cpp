@@ -30,9 +30,9 @@ constexpr const char* kBackward = "roi_align_backward";
 // being heavier than other kernels'.
 constexpr int64_t kMinWorkPerRoiTask = 1 << 16;
 
-// A pixel of the packed kernels' patches: V 16-byte vectors of Acc (detail::Vec: SSE2 on baseline x86-64,
-// NEON on ARM), one channel per lane, so the per-sample work is a fixed-width loop the compiler vectorises.
-// Wide pixels are a 64-byte line (16 floats); narrow ones a single vector (4 floats), for few channels.
+// A pixel of the packed kernels' patches: V units of 16 bytes of Acc, one channel per lane, computed in the
+// level's vectors (Lanes, below), so the per-sample work is a fixed-width vector loop. Wide pixels are a 64-byte
+// line (16 floats); narrow ones 16 bytes (4 floats), for few channels.
 constexpr int kWide = 4, kNarrow = 1;
 template <class Acc, int V>
 constexpr int64_t kLanes = V * static_cast<int64_t>(16 / sizeof(Acc));
@@ -326,7 +326,7 @@ struct Lanes {
   static constexpr int64_t kStep = kChunk / static_cast<int64_t>(sizeof(Acc));  // elements per vector
   detail::Vec<Acc, kChunk> v[kCount];
 };
-// (16 at the baseline: its 32-byte vectors, two SSE registers, made the packed forward 5x as slow as 16-byte
+// (16 at the baseline: its 32-byte vectors, two SSE registers, made the packed forward 4x as slow as 16-byte
 // ones, measured with GCC 12.)
 template <class IsaT, int V>
 constexpr int kChunkBytes = IsaT::kLevel == detail::SimdLevel::kBaseline ? 16 : std::min(V * 16, IsaT::kVecBytes);
