@@ -420,20 +420,23 @@ constexpr int64_t kNarrowWideStride = 2, kNarrowWideMaxWidth = 256, kNarrowWideP
 // time for three rows read at once ((8,3,512,512) k3 s2 p1, a 25 MB input: 1.5 -> 0.6 ms; a cached 6 MB input,
 // (2,3,512,512), 0.12 -> 0.13 with them: left without).
 constexpr double kNarrowPrefetchBytes = 16.0 * (1 << 20);
+bool narrow_prefetches(const TensorView& input) {
+  return static_cast<double>(input.numel()) * sizeof(float) >= kNarrowPrefetchBytes;
+}
 
 bool narrow_pool_ok(const TensorView& input, const TensorView& output, const Windows& win) {
-  const bool prefetched = static_cast<double>(input.numel()) * sizeof(float) >= kNarrowPrefetchBytes;
+  const bool prefetched = narrow_prefetches(input);
   const bool wide_ok =
       win.sw == kNarrowWideStride && win.w.in <= (prefetched ? kNarrowWidePrefetchedWidth : kNarrowWideMaxWidth);
   return input.dtype() == DType::kFloat32 && input.stride(-1) == 1 && output.stride(-1) == 1 && !win.direct_width &&
          (win.w.in <= detail::kLookupValues || wide_ok);
 }
 
-// Rows wider than a table, of stride-2 windows (narrow_pool_ok): the window's row sums in `sums` behind pw zeros (column x at x + pw)
-// and zeros after the row, so tap t of output columns [at, at + kStep) is the table at sums + at * sw + t read at
-// lanes k * sw (a tap outside the input reads +0, as the padded row of StridedBoxSum and the tables above).
-// `sums` holds pw + the row rounded up to vectors + 2 kNarrowPad values; the tables of `tables` are rows rounded
-// up to vectors.
+// Rows wider than a table, of stride-2 windows (narrow_pool_ok): the window's row sums in `sums` behind pw zeros
+// (column x at x + pw) and zeros after the row, so tap t of output columns [at, at + kStep) is the table at sums +
+// at * sw + t read at lanes k * sw (a tap outside the input reads +0, as the padded row of StridedBoxSum and the
+// tables above). `sums` holds pw + the row rounded up to vectors + 2 kNarrowPad values; the tables of `tables` are
+// rows rounded up to vectors; prefetch_rows: narrow_prefetches.
 template <class Isa>
 SG_SIMD_KERNEL void narrow_wide_forward_rows(Isa isa, const PlanePlan<float>& plan, const NarrowTaps& taps,
                                              detail::RowTables& tables, float* sums, float* divisor_buffer,
@@ -558,7 +561,7 @@ void run_narrow(const TensorView& input, const TensorView& output, const Windows
   const NarrowTaps taps(win);
   const int64_t grain = grain_for(forward_work_per_row(win));
   const bool wide = win.w.in > detail::kLookupValues;
-  const bool prefetch_rows = static_cast<double>(input.numel()) * sizeof(float) >= kNarrowPrefetchBytes;
+  const bool prefetch_rows = narrow_prefetches(input);
   const int64_t rounded = (win.w.in + 15) / 16 * 16;  // (the AVX-512 vector, the only level it pays at)
   parallel_for(0, plan.src_planes.count * win.h.out, grain, [&](int64_t lo, int64_t hi) {
     // The divisors of a row where products are not exact (Windows::divisor_row), padded as the taps.
