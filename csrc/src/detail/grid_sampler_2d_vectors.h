@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "grid_sampler_2d_coords.h"
@@ -51,11 +52,26 @@ struct PointInputs {
 
 // Smooth grids (flows, crops, resizes) walk the planes' rows, and a gather does not lead the hardware prefetchers:
 // each vector would wait for the new lines it reads. The forwards request the row this far ahead of lane 0's pixel
-// (where the vectors a few steps later read; at random points a wasted request). 2 threads, core calls, nearest
-// flow (4,3,512,512) reflection align_corners 2.6-3.0 -> 2.0-2.5 ms (256 bytes ahead 2.4-2.6, 2048 1.6 but (4,3,
-// 512,384) rows slower), (2,3,1024,1024) 6.3 -> 4.3 ms; uniform grids unchanged.
+// (where the vectors a few steps later read); nearest only when that pixel is near the previous vector's (RowWalk:
+// at random points the requests took load slots its gathers need, 3%). 2 threads, core calls, nearest flow
+// (4,3,512,512) reflection align_corners 2.6-3.0 -> 2.0-2.5 ms (256 bytes ahead 2.4-2.6, 2048 1.6 but (4,3,512,
+// 384) rows slower), (2,3,1024,1024) 6.3 -> 4.3 ms.
 template <class T>
 constexpr int64_t kRowAheadValues = 1024 / static_cast<int64_t>(sizeof(T));
+
+// Whether each vector's first pixel lies within kRowAheadValues of the previous vector's, give or take two rows
+// (a flow's vectors step between neighbouring rows as the lanes' rows change).
+template <class T>
+struct RowWalk {
+  int64_t reach;
+  int64_t last = std::numeric_limits<int32_t>::min();
+  explicit RowWalk(const PlaneGeometry& g) : reach(kRowAheadValues<T> + 2 * int64_t{g.s2}) {}
+  SPATIALGRAD_INLINE bool near(int64_t first) {
+    const int64_t step = first - last;
+    last = first;
+    return step >= -reach && step <= reach;
+  }
+};
 
 // Loads up to a vector of values from p (lanes < the vector's: the rest filled with `fill`).
 template <class V, class Acc>
@@ -301,7 +317,8 @@ SG_SIMD_KERNEL void bilinear_vectors_forward(Isa isa, PointCoordinates<T> at, in
         store_u(upper, p.index[0]);
         store_u(lower, p.index[2]);
       }
-      // Else the rows ahead of lane 0's corners (kRowAheadValues).
+      // Else the rows ahead of lane 0's corners (kRowAheadValues; at random points too: the bilinear forward
+      // measured no cost there, its RowWalk test 7%).
       [[maybe_unused]] int64_t upper_ahead = 0, lower_ahead = 0;
       if constexpr (!decltype(prefetch)::value) {
         upper_ahead = std::max<int64_t>(p.index[0][0], 0) + kRowAheadValues<T>;
@@ -439,6 +456,7 @@ SG_SIMD_KERNEL void nearest_vectors_forward(Isa isa, PointCoordinates<T> at, int
     // 0.189 -> 0.169 at GCC 12; with three channels GCC 14 ran it 5% slower (0.474 -> 0.501 ms).
     if (in.channels == 1 && float_offsets && at.pairs != nullptr && !at.mapped && !at.clip && out.straight) {
       start = count / kLanes * kLanes;
+      RowWalk<T> walk(g);
       for (int64_t i = 0; i < start; i += kLanes) {
         V a, b, x, y, xr, yr;
         load_u(a, at.pairs + 2 * i);
@@ -448,13 +466,14 @@ SG_SIMD_KERNEL void nearest_vectors_forward(Isa isa, PointCoordinates<T> at, int
         nearbyint_lanes(isa, V((y + 1) * at.scale_y - at.shift), yr);
         IV index;
         box_index(isa, xr, yr, box, index);
-        prefetch(in.plane + std::max<int64_t>(index[0], 0) + kRowAheadValues<T>);
+        if (walk.near(index[0])) prefetch(in.plane + std::max<int64_t>(index[0], 0) + kRowAheadValues<T>);
         V v;
         masked_gather(isa, in.plane, index, v);
         store_u(out.plane + out.offset[0] + i, v);
       }
     }
   }
+  RowWalk<T> walk(g);
   for (int64_t i = start; i < count; i += kLanes) {
     const int64_t lanes = std::min(kLanes, count - i);
     V x, y, xr, yr;
@@ -477,10 +496,11 @@ SG_SIMD_KERNEL void nearest_vectors_forward(Isa isa, PointCoordinates<T> at, int
       lanes_inside(yi, g.H, y_in);
       pixel_index(yi, xi, g, IV(x_in & y_in), index);
     }
-    // The rows ahead (kRowAheadValues).
-    const int64_t ahead = std::max<int64_t>(index[0], 0) + kRowAheadValues<T>;
+    // On a smooth grid, the rows ahead (kRowAheadValues).
+    const bool ahead = walk.near(index[0]);
+    const int64_t at_ahead = std::max<int64_t>(index[0], 0) + kRowAheadValues<T>;
     for (int64_t c = 0; c < in.channels; ++c) {
-      prefetch(in.channel(c) + ahead);
+      if (ahead) prefetch(in.channel(c) + at_ahead);
       V v;
       masked_gather(isa, in.channel(c), index, v);
       out.store(c, i, lanes, v);
