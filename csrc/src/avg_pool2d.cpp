@@ -432,6 +432,48 @@ bool narrow_pool_ok(const TensorView& input, const TensorView& output, const Win
          (win.w.in <= detail::kLookupValues || wide_ok);
 }
 
+// What both narrow forwards share: the window's input rows summed as vectors into sums[0, n) (from +0, in order;
+// n a multiple of the vector), the division of a vector of window sums as forward_rows divides, and an output row
+// stored vector by vector (window(at, out): the outputs [at, at + kStep)).
+template <class V>
+SPATIALGRAD_INLINE void sum_window_rows(const PlanePlan<float>& plan, const float* src, detail::RowTables& tables,
+                                        int64_t first, int64_t count, int64_t n, float* __restrict sums) {
+  for (int64_t c = 0; c < n; c += detail::kLanesOf<V>) {
+    V sum{}, x;
+    for (int64_t r = 0; r < count; ++r)
+      sum = sum + detail::load_u(x, tables.table(src + (first + r) * plan.src_h, 0) + c);
+    detail::store_u(sums + c, sum);
+  }
+}
+
+template <class V>
+SPATIALGRAD_INLINE void divide_windows(const NarrowTaps& taps, int64_t at, float row_factor, const float* divisors,
+                                       const V& sum, V& out) {
+  V divisor;
+  if (divisors != nullptr) {
+    detail::load_u(divisor, divisors + at);
+  } else {
+    detail::load_u(divisor, taps.col_factor.data() + at);
+    divisor = row_factor * divisor;
+  }
+  out = sum / divisor;
+}
+
+template <class V, class Window>
+SPATIALGRAD_INLINE void store_output_row(float* dst, int64_t out_w, Window&& window) {
+  constexpr int64_t kStep = detail::kLanesOf<V>;
+  V out;
+  if (out_w < kStep) {  // one vector (its divisors padded: detail::kNarrowPad)
+    window(0, out);
+    detail::store_first_lanes(dst, out, out_w);
+    return;
+  }
+  detail::for_row_vectors<kStep>(out_w, [&](int64_t at) SG_SIMD_INLINE_LAMBDA {
+    window(at, out);
+    detail::store_u(dst + at, out);
+  });
+}
+
 // Rows wider than a table, of stride-2 windows (narrow_pool_ok): the window's row sums in `sums` behind pw zeros
 // (column x at x + pw) and zeros after the row, so tap t of output columns [at, at + kStep) is the table at sums +
 // at * sw + t read at lanes k * sw (a tap outside the input reads +0, as the padded row of StridedBoxSum and the
@@ -455,14 +497,7 @@ SG_SIMD_KERNEL void narrow_wide_forward_rows(Isa isa, const PlanePlan<float>& pl
       detail::lookup32(isa, sums + at * win.sw + t, lanes, x);
       sum = t == 0 ? x : V(sum + x);
     }
-    V divisor;
-    if (divisors != nullptr) {
-      detail::load_u(divisor, divisors + at);
-    } else {
-      detail::load_u(divisor, taps.col_factor.data() + at);
-      divisor = row_factor * divisor;
-    }
-    out = sum / divisor;
+    divide_windows(taps, at, row_factor, divisors, sum, out);
   };
   PlaneCursor<float> cursor{plan, win.h.out};
   for (int64_t item = lo; item < hi; ++item) {
@@ -473,25 +508,12 @@ SG_SIMD_KERNEL void narrow_wide_forward_rows(Isa isa, const PlanePlan<float>& pl
       for (int64_t r = std::max(first + count, win.h.start[oh + 1]); r < win.h.end[oh + 1]; ++r)
         detail::prefetch_bytes(cursor.src + r * plan.src_h, in_w * int64_t{sizeof(float)});
     }
-    for (int64_t c = 0; c < rounded; c += kStep) {
-      V sum{}, x;
-      for (int64_t r = 0; r < count; ++r)
-        sum = sum + detail::load_u(x, tables.table(cursor.src + (first + r) * plan.src_h, 0) + c);
-      detail::store_u(row_sums + c, sum);
-    }
+    sum_window_rows<V>(plan, cursor.src, tables, first, count, rounded, row_sums);
     std::fill(row_sums + in_w, row_sums + rounded, 0.0f);  // what the last vector read past the row
     const float* divisors = win.divisor_row(oh, divisor_buffer);
     const auto row_factor = static_cast<float>(win.row_factor[oh]);
-    float* dst = cursor.dst + oh * plan.dst_h;
-    V out;
-    if (out_w < kStep) {
-      window(0, row_factor, divisors, out);
-      detail::store_first_lanes(dst, out, out_w);
-      continue;
-    }
-    detail::for_row_vectors<kStep>(out_w, [&](int64_t at) SG_SIMD_INLINE_LAMBDA {
+    store_output_row<V>(cursor.dst + oh * plan.dst_h, out_w, [&](int64_t at, V& out) SG_SIMD_INLINE_LAMBDA {
       window(at, row_factor, divisors, out);
-      detail::store_u(dst + at, out);
     });
   }
 }
@@ -502,7 +524,7 @@ SG_SIMD_KERNEL void narrow_forward_rows(Isa isa, const PlanePlan<float>& plan, c
                                         detail::RowTables& tables, float* divisor_buffer, int64_t lo, int64_t hi) {
   using V = detail::Vec<float, Isa::kVecBytes>;
   using IV = detail::IndexVecOf<V>;
-  constexpr int64_t kStep = detail::kLanesOf<V>, kTable = detail::kLookupValues;
+  constexpr int64_t kTable = detail::kLookupValues;
   const Windows& win = *plan.win;
   const int64_t out_w = win.w.out;
   alignas(64) float sums[kTable] = {};
@@ -518,38 +540,18 @@ SG_SIMD_KERNEL void narrow_forward_rows(Isa isa, const PlanePlan<float>& plan, c
       x = inside != 0 ? x : V{};
       sum = t == 0 ? x : V(sum + x);
     }
-    V divisor;
-    if (divisors != nullptr) {
-      detail::load_u(divisor, divisors + at);
-    } else {
-      detail::load_u(divisor, taps.col_factor.data() + at);
-      divisor = row_factor * divisor;
-    }
-    out = sum / divisor;
+    divide_windows(taps, at, row_factor, divisors, sum, out);
   };
   PlaneCursor<float> cursor{plan, win.h.out};
   for (int64_t item = lo; item < hi; ++item) {
     cursor.move_to(item);
     const int64_t oh = cursor.row;
     const int64_t first = win.h.start[oh], count = win.h.end[oh] - first;
-    for (int64_t c = 0; c < kTable; c += kStep) {
-      V sum{}, x;
-      for (int64_t r = 0; r < count; ++r)
-        sum = sum + detail::load_u(x, tables.table(cursor.src + (first + r) * plan.src_h, 0) + c);
-      detail::store_u(sums + c, sum);
-    }
+    sum_window_rows<V>(plan, cursor.src, tables, first, count, kTable, sums);
     const float* divisors = win.divisor_row(oh, divisor_buffer);
     const auto row_factor = static_cast<float>(win.row_factor[oh]);
-    float* dst = cursor.dst + oh * plan.dst_h;
-    V out;
-    if (out_w < kStep) {  // one vector (its divisors padded: detail::kNarrowPad)
-      window(0, row_factor, divisors, out);
-      detail::store_first_lanes(dst, out, out_w);
-      continue;
-    }
-    detail::for_row_vectors<kStep>(out_w, [&](int64_t at) SG_SIMD_INLINE_LAMBDA {
+    store_output_row<V>(cursor.dst + oh * plan.dst_h, out_w, [&](int64_t at, V& out) SG_SIMD_INLINE_LAMBDA {
       window(at, row_factor, divisors, out);
-      detail::store_u(dst + at, out);
     });
   }
 }

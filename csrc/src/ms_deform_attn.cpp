@@ -743,6 +743,22 @@ SPATIALGRAD_INLINE void forward_channels(int64_t channels, const Acc* const (&v)
   for (int64_t c = 0; c < channels; ++c) sum[c] += w0 * v0[c] + w1 * v1[c] + w2 * v2[c] + w3 * v3[c];
 }
 
+// Calls add(corner, w) for each point of query q that lies on the height x width level, in point order: its
+// four corner rows (from `rows`) and its weights a * w_i.
+template <class Acc, class Rows, class Add>
+SPATIALGRAD_INLINE void for_query_points(const Acc* __restrict points, int64_t q, int64_t P, int64_t height,
+                                         int64_t width, const Rows& rows, Add&& add) {
+  for (int64_t p = 0; p < P; ++p) {
+    const Acc* xya = points + (q * P + p) * 3;
+    detail::DeformPoint<Acc> pt;
+    if (!detail::locate_deform_point(xya[0], xya[1], height, width, pt)) continue;
+    const Acc* corner[4];
+    rows.corners(pt.hl, pt.wl, corner);
+    const Acc a = xya[2];
+    add(corner, a * pt.weight[0], a * pt.weight[1], a * pt.weight[2], a * pt.weight[3]);
+  }
+}
+
 // forward_level for C = N vectors of the level: a query's sums stay in registers across its points, where the
 // general loop stores them and loads them back for the next point (a dependency through memory: 18% of the
 // forward's samples on that store at 16 channels a head). The same operations in the same order.
@@ -754,21 +770,15 @@ SPATIALGRAD_INLINE void forward_level_in_registers(Isa, int64_t P, int64_t queri
   for (int64_t q = 0; q < queries; ++q) {
     V sum[N];
     for (int j = 0; j < N; ++j) detail::load_u(sum[j], acc + (q * N + j) * n);
-    for (int64_t p = 0; p < P; ++p) {
-      const Acc* xya = points + (q * P + p) * 3;
-      detail::DeformPoint<Acc> pt;
-      if (!detail::locate_deform_point(xya[0], xya[1], height, width, pt)) continue;
-      const Acc* corner[4];
-      rows.corners(pt.hl, pt.wl, corner);
-      const Acc a = xya[2];
-      const Acc w0 = a * pt.weight[0], w1 = a * pt.weight[1], w2 = a * pt.weight[2], w3 = a * pt.weight[3];
-      for (int j = 0; j < N; ++j) {
-        V v0, v1, v2, v3;
-        detail::load_u(v0, corner[0] + j * n), detail::load_u(v1, corner[1] + j * n);
-        detail::load_u(v2, corner[2] + j * n), detail::load_u(v3, corner[3] + j * n);
-        sum[j] += w0 * v0 + w1 * v1 + w2 * v2 + w3 * v3;
-      }
-    }
+    for_query_points(points, q, P, height, width, rows,
+                     [&](const Acc* const (&corner)[4], Acc w0, Acc w1, Acc w2, Acc w3) SG_SIMD_INLINE_LAMBDA {
+                       for (int j = 0; j < N; ++j) {
+                         V v0, v1, v2, v3;
+                         detail::load_u(v0, corner[0] + j * n), detail::load_u(v1, corner[1] + j * n);
+                         detail::load_u(v2, corner[2] + j * n), detail::load_u(v3, corner[3] + j * n);
+                         sum[j] += w0 * v0 + w1 * v1 + w2 * v2 + w3 * v3;
+                       }
+                     });
     for (int j = 0; j < N; ++j) detail::store_u(acc + (q * N + j) * n, sum[j]);
   }
 }
@@ -787,15 +797,10 @@ SG_SIMD_KERNEL void forward_level(Isa isa, int64_t channels, int64_t points_per_
   if (C == 4 * kVector) return forward_level_in_registers<4>(isa, P, queries, height, width, points, rows, acc);
   for (int64_t q = 0; q < queries; ++q) {
     Acc* sum = acc + q * C;
-    for (int64_t p = 0; p < P; ++p) {
-      const Acc* xya = points + (q * P + p) * 3;
-      detail::DeformPoint<Acc> pt;
-      if (!detail::locate_deform_point(xya[0], xya[1], height, width, pt)) continue;
-      const Acc* corner[4];
-      rows.corners(pt.hl, pt.wl, corner);
-      const Acc a = xya[2];
-      forward_channels(C, corner, a * pt.weight[0], a * pt.weight[1], a * pt.weight[2], a * pt.weight[3], sum);
-    }
+    for_query_points(points, q, P, height, width, rows,
+                     [&](const Acc* const (&corner)[4], Acc w0, Acc w1, Acc w2, Acc w3) SG_SIMD_INLINE_LAMBDA {
+                       forward_channels(C, corner, w0, w1, w2, w3, sum);
+                     });
   }
 }
 template <class Acc, class Rows>
